@@ -1,0 +1,181 @@
+//! The rules that span the attribute and the function. Every rule runs, so that all
+//! errors are reported together.
+
+use syn::{Safety, Type};
+
+use crate::ast::{Output as Returns, ToolFn};
+use crate::attr::{Attrs, Output, Trust};
+use crate::ctxt::Ctxt;
+
+/// What the expansion needs once every rule holds.
+pub struct Checked {
+    pub trust: Trust,
+    pub output: Output,
+    pub read_only: bool,
+    pub name: String,
+    pub description: String,
+}
+
+/// Applies every rule; `None` when any failed (the errors are in `cx`).
+pub fn check(cx: &mut Ctxt, attrs: &Attrs, tool: &ToolFn<'_>) -> Option<Checked> {
+    let trust = check_trust(cx, attrs);
+    let output = attrs.output.map_or(Output::Data, |output| output.value);
+    let name = check_name(cx, attrs, tool);
+    let description = check_description(cx, attrs, tool);
+    check_signature(cx, tool);
+    check_param_types(cx, tool);
+    if cx.has_errors() {
+        return None;
+    }
+    Some(Checked {
+        trust: trust?,
+        output,
+        read_only: attrs.read_only.is_some(),
+        name: name?,
+        description: description?,
+    })
+}
+
+fn check_trust(cx: &mut Ctxt, attrs: &Attrs) -> Option<Trust> {
+    let Some(trust) = attrs.trust else {
+        cx.error_at(
+            attrs.span,
+            "#[tool] needs a trust: add `trusted` if you (or a system you vouch for) write the tool's output, or `untrusted` if outsiders can write any of it (web pages, emails, files, API responses)",
+        );
+        return None;
+    };
+    if let (Trust::Untrusted, Some(output)) = (trust.value, attrs.output)
+        && output.value == Output::Instruction
+    {
+        cx.error_at(
+            output.span,
+            "an `untrusted` tool cannot declare `instruction` output: outsiders write its output, and instructions carry your authority; remove `instruction` (its output is then rendered as data the model reads but never obeys)",
+        );
+        cx.error_at(
+            trust.span,
+            "the tool is declared `untrusted` here; if you write every byte of its output yourself, declare it `trusted` instead",
+        );
+    }
+    Some(trust.value)
+}
+
+fn check_name(cx: &mut Ctxt, attrs: &Attrs, tool: &ToolFn<'_>) -> Option<String> {
+    let (name, span) = match &attrs.name {
+        Some(literal) => (literal.value(), literal.span()),
+        None => (tool.name.clone(), tool.item.sig.ident.span()),
+    };
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if valid {
+        return Some(name);
+    }
+    let source = if attrs.name.is_some() {
+        "fix the name"
+    } else {
+        "rename the function or set `name = \"…\"`"
+    };
+    cx.error_at(
+        span,
+        format!(
+            "invalid tool name {name:?}: providers accept only 1 to 64 characters of A-Z, a-z, 0-9, `_` and `-`; {source}"
+        ),
+    );
+    None
+}
+
+fn check_description(cx: &mut Ctxt, attrs: &Attrs, tool: &ToolFn<'_>) -> Option<String> {
+    match (&attrs.description, &tool.doc) {
+        (Some(literal), _) if literal.value().trim().is_empty() => {
+            cx.error_spanned_by(
+                literal,
+                "the description is empty: say what the tool does, so that the model knows when to call it",
+            );
+            None
+        }
+        (Some(literal), _) => Some(literal.value()),
+        (None, Some(doc)) => Some(doc.clone()),
+        (None, None) => {
+            cx.error_spanned_by(
+                &tool.item.sig.ident,
+                "a tool needs a description for the model: add a `///` doc comment to the function, or `description = \"…\"` to #[tool(...)]",
+            );
+            None
+        }
+    }
+}
+
+fn check_signature(cx: &mut Ctxt, tool: &ToolFn<'_>) {
+    let sig = &tool.item.sig;
+    if !sig.generics.params.is_empty() {
+        cx.error_spanned_by(
+            &sig.generics,
+            "a tool cannot be generic: the model calls it with JSON, so every parameter needs one concrete type; replace the type parameters with concrete types",
+        );
+    } else if let Some(clause) = &sig.generics.where_clause {
+        cx.error_spanned_by(
+            clause,
+            "a tool cannot have a `where` clause: give its parameters concrete types",
+        );
+    }
+    if let Some(constness) = &sig.constness {
+        cx.error_spanned_by(constness, "a tool cannot be a `const fn`: remove `const`");
+    }
+    if let Safety::Unsafe(token) = &sig.safety {
+        cx.error_spanned_by(
+            token,
+            "a tool cannot be an `unsafe fn`: the model cannot uphold its safety contract; make it safe and keep the `unsafe` block inside",
+        );
+    }
+    if let Some(abi) = &sig.abi {
+        cx.error_spanned_by(abi, "a tool cannot have an `extern` ABI: remove it");
+    }
+    if let Some(variadic) = &sig.variadic {
+        cx.error_spanned_by(variadic, "a tool cannot be variadic");
+    }
+    if let Returns::Value(Some(ty)) | Returns::Result(ty) = &tool.output
+        && contains_impl_trait(ty)
+    {
+        cx.error_spanned_by(
+            ty,
+            "a tool cannot return `impl Trait`: name the concrete type, so that its trust can be checked",
+        );
+    }
+}
+
+fn check_param_types(cx: &mut Ctxt, tool: &ToolFn<'_>) {
+    for param in &tool.params {
+        match param.ty {
+            Type::Reference(reference) => cx.error_spanned_by(
+                reference,
+                format!(
+                    "tool parameter `{}` borrows: arguments are deserialized from the model's JSON, so parameters must own their data; use an owned type (`String` for `&str`, `Vec<T>` for `&[T]`)",
+                    param.ident
+                ),
+            ),
+            ty if contains_impl_trait(ty) => cx.error_spanned_by(
+                ty,
+                format!(
+                    "tool parameter `{}` has an `impl Trait` type: arguments are deserialized from JSON, so each needs a concrete type",
+                    param.ident
+                ),
+            ),
+            _ => {}
+        }
+    }
+}
+
+fn contains_impl_trait(ty: &Type) -> bool {
+    match ty {
+        Type::ImplTrait(_) => true,
+        Type::Group(group) => contains_impl_trait(&group.elem),
+        Type::Paren(paren) => contains_impl_trait(&paren.elem),
+        Type::Path(path) => path.path.segments.iter().any(|segment| {
+            matches!(&segment.arguments, syn::PathArguments::AngleBracketed(args)
+                if args.args.iter().any(|arg| matches!(arg, syn::GenericArgument::Type(t) if contains_impl_trait(t))))
+        }),
+        _ => false,
+    }
+}

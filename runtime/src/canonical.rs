@@ -1,0 +1,489 @@
+//! RFC 8785 canonical JSON (JCS), and the strict parser that feeds it.
+//!
+//! Canonical form: object keys sorted by their UTF-16 code units, numbers in ECMAScript
+//! `Number.prototype.toString` form, strings with minimal escaping, no whitespace. It is
+//! byte-identical to the reference implementation for every JSON input, with one
+//! deliberate difference in the parser: a duplicate key in one object is an error here,
+//! where the reference keeps the last value (two parsers that disagree on duplicates
+//! are an attack surface).
+//!
+//! Numbers are IEEE doubles, as in the reference: an integer beyond 2^53 is rounded to
+//! the nearest double (`12345678901234567890` hashes as `12345678901234567000`).
+
+use std::cell::RefCell;
+use std::cmp::Ordering;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+
+/// Returns the RFC 8785 canonical text of `value`.
+///
+/// ```
+/// let value = serde_json::json!({"b": [1.0, "é"], "a": 1e21});
+/// assert_eq!(tooltrust::canonical_json(&value), r#"{"a":1e+21,"b":[1,"é"]}"#);
+/// ```
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_value(&mut out, value);
+    out
+}
+
+/// Appends the canonical text of `value` to `out`.
+pub fn write_canonical(out: &mut String, value: &Value) {
+    write_value(out, value);
+}
+
+fn write_value(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(number) => write_number(out, number),
+        Value::String(text) => write_string(out, text),
+        Value::Array(items) => {
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                write_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => write_object(out, map),
+    }
+}
+
+pub(crate) fn write_object(out: &mut String, map: &Map<String, Value>) {
+    let start = out.len();
+    // serde_json's map iterates in UTF-8 order (or insertion order under the
+    // `preserve_order` feature); UTF-16 order differs only when keys mix U+E000..U+FFFF
+    // with astral characters. Write in iteration order while checking, and sort only
+    // when the check fails.
+    out.push('{');
+    let mut previous: Option<&str> = None;
+    let mut sorted = true;
+    for (index, (key, item)) in map.iter().enumerate() {
+        if let Some(previous) = previous
+            && cmp_utf16(previous, key) != Ordering::Less
+        {
+            sorted = false;
+            break;
+        }
+        previous = Some(key);
+        if index > 0 {
+            out.push(',');
+        }
+        write_string(out, key);
+        out.push(':');
+        write_value(out, item);
+    }
+    if !sorted {
+        out.truncate(start);
+        out.push('{');
+        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+        entries.sort_unstable_by(|a, b| cmp_utf16(a.0, b.0));
+        for (index, (key, item)) in entries.into_iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            write_string(out, key);
+            out.push(':');
+            write_value(out, item);
+        }
+    }
+    out.push('}');
+}
+
+/// Compares two strings by their UTF-16 code units, as RFC 8785 sorts keys.
+pub fn cmp_utf16(a: &str, b: &str) -> Ordering {
+    let (ab, bb) = (a.as_bytes(), b.as_bytes());
+    let common = ab.iter().zip(bb).take_while(|(x, y)| x == y).count();
+    if common == ab.len() || common == bb.len() {
+        return ab.len().cmp(&bb.len());
+    }
+    // Back up to the start of the character that differs; UTF-8 byte order is code
+    // point order, which differs from UTF-16 order only between U+E000..U+FFFF and
+    // astral characters (encoded as surrogates D800..DFFF in UTF-16).
+    let mut boundary = common;
+    while !a.is_char_boundary(boundary) {
+        boundary -= 1;
+    }
+    let ca = a[boundary..].chars().next().map_or(0, utf16_rank);
+    let cb = b[boundary..].chars().next().map_or(0, utf16_rank);
+    ca.cmp(&cb)
+}
+
+/// A rank whose order is the order of the character's first UTF-16 code unit (and, for
+/// astral characters, of the full pair).
+fn utf16_rank(c: char) -> u32 {
+    let c = c as u32;
+    if (0xE000..=0xFFFF).contains(&c) {
+        c + 0x11_0000
+    } else {
+        c
+    }
+}
+
+fn write_number(out: &mut String, number: &Number) {
+    const EXACT: u64 = 1 << 53;
+    if let Some(n) = number.as_u64() {
+        if n <= EXACT {
+            push_integer(out, n, false);
+            return;
+        }
+    } else if let Some(n) = number.as_i64()
+        && n.unsigned_abs() <= EXACT
+    {
+        push_integer(out, n.unsigned_abs(), n < 0);
+        return;
+    }
+    // Integers beyond 2^53 and all fractions: the nearest double, in ECMAScript form.
+    // serde_json never holds a non-finite number, so `as_f64` always answers.
+    let double = number.as_f64().unwrap_or(0.0);
+    let mut buffer = ryu_js::Buffer::new();
+    out.push_str(buffer.format_finite(double));
+}
+
+fn push_integer(out: &mut String, n: u64, negative: bool) {
+    if negative && n != 0 {
+        out.push('-');
+    }
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    for &digit in &digits[at..] {
+        out.push(digit as char);
+    }
+}
+
+/// Appends `text` as a canonical JSON string: `"` and `\` escaped, the control
+/// characters below U+0020 as `\b \t \n \f \r` or `\u00xx`, everything else raw.
+pub fn write_string(out: &mut String, text: &str) {
+    out.push('"');
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    for (at, &byte) in bytes.iter().enumerate() {
+        let escape: &str = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&text[from..at]);
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(HEX[(byte >> 4) as usize] as char);
+            out.push(HEX[(byte & 0xf) as usize] as char);
+        } else {
+            out.push_str(escape);
+        }
+        from = at + 1;
+    }
+    out.push_str(&text[from..]);
+    out.push('"');
+}
+
+/// Why a JSON text was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JsonError {
+    /// The text is not JSON.
+    #[error("invalid JSON at line {line}, column {column}: {message}")]
+    Syntax {
+        /// What the parser said.
+        message: String,
+        /// 1-based line of the fault.
+        line: usize,
+        /// 1-based column of the fault.
+        column: usize,
+    },
+    /// A string holds a lone or reversed UTF-16 surrogate escape, which no UTF-8 text
+    /// can represent.
+    #[error("lone surrogate in a string escape at line {line}, column {column}")]
+    LoneSurrogate {
+        /// 1-based line of the fault.
+        line: usize,
+        /// 1-based column of the fault.
+        column: usize,
+    },
+    /// A number is too large for a double (`1e400`).
+    #[error("number out of range of a double at line {line}, column {column}")]
+    NumberOutOfRange {
+        /// 1-based line of the fault.
+        line: usize,
+        /// 1-based column of the fault.
+        column: usize,
+    },
+    /// One object holds the same key twice.
+    #[error("duplicate key {key:?} in one object")]
+    DuplicateKey {
+        /// The repeated key.
+        key: String,
+    },
+}
+
+/// Parses JSON text strictly: like `serde_json::from_str`, but a duplicate key in one
+/// object is an error, and every fault has its own variant.
+pub fn parse_strict(text: &str) -> Result<Value, JsonError> {
+    let duplicate = RefCell::new(None);
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let value = StrictSeed(&duplicate)
+        .deserialize(&mut deserializer)
+        .and_then(|value| deserializer.end().map(|()| value));
+    value.map_err(|error| match duplicate.into_inner() {
+        Some(key) => JsonError::DuplicateKey { key },
+        None => classify(text, &error),
+    })
+}
+
+fn classify(text: &str, error: &serde_json::Error) -> JsonError {
+    let message = error.to_string();
+    let (line, column) = (error.line(), error.column());
+    // serde_json reports a high surrogate without its pair as a truncated hex escape;
+    // look at the escapes themselves to tell the two apart.
+    if message.contains("hex escape") && has_unpaired_surrogate_escape(text) {
+        JsonError::LoneSurrogate { line, column }
+    } else if message.contains("number out of range") {
+        JsonError::NumberOutOfRange { line, column }
+    } else {
+        let message = message
+            .rsplit_once(" at line ")
+            .map_or(message.as_str(), |(head, _)| head)
+            .to_owned();
+        JsonError::Syntax {
+            message,
+            line,
+            column,
+        }
+    }
+}
+
+/// Whether `text` holds a `\\uD800`..`\\uDFFF` escape that is not part of a high-low pair.
+fn has_unpaired_surrogate_escape(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let unit_at = |at: usize| -> Option<u16> {
+        let digits = bytes.get(at..at + 4)?;
+        u16::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+    };
+    let mut at = 0;
+    while at + 1 < bytes.len() {
+        if bytes[at] != b'\\' {
+            at += 1;
+            continue;
+        }
+        if bytes[at + 1] != b'u' {
+            at += 2;
+            continue;
+        }
+        match unit_at(at + 2) {
+            Some(0xD800..=0xDBFF) => {
+                let paired = bytes.get(at + 6..at + 8) == Some(&b"\\u"[..])
+                    && matches!(unit_at(at + 8), Some(0xDC00..=0xDFFF));
+                if !paired {
+                    return true;
+                }
+                at += 12;
+            }
+            Some(0xDC00..=0xDFFF) => return true,
+            _ => at += 6,
+        }
+    }
+    false
+}
+
+/// Builds a `Value`, refusing duplicate keys; the first duplicate found is kept in the
+/// slot so that the error names it exactly.
+#[derive(Clone, Copy)]
+struct StrictSeed<'a>(&'a RefCell<Option<String>>);
+
+impl<'de> DeserializeSeed<'de> for StrictSeed<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StrictSeed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("number out of range"))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(item) = seq.next_element_seed(self)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let mut map = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            let item = access.next_value_seed(self)?;
+            if map.contains_key(&key) {
+                let error = de::Error::custom(format_args!("duplicate key {key:?}"));
+                *self.0.borrow_mut() = Some(key);
+                return Err(error);
+            }
+            map.insert(key, item);
+        }
+        Ok(Value::Object(map))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn numbers_take_ecmascript_form() {
+        let cases = [
+            ("0", "0"),
+            ("-0", "0"),
+            ("-0.0", "0"),
+            ("1.0", "1"),
+            ("1E21", "1e+21"),
+            ("1e20", "100000000000000000000"),
+            ("1e-7", "1e-7"),
+            ("0.000001", "0.000001"),
+            ("9007199254740993", "9007199254740992"),
+            ("-9007199254740993", "-9007199254740992"),
+            ("18446744073709551615", "18446744073709552000"),
+            ("12345678901234567890", "12345678901234567000"),
+            ("5e-324", "5e-324"),
+            ("1.7976931348623157e308", "1.7976931348623157e+308"),
+        ];
+        for (input, expected) in cases {
+            let value = parse_strict(input).unwrap();
+            assert_eq!(canonical_json(&value), expected, "input {input}");
+        }
+    }
+
+    #[test]
+    fn keys_sort_by_utf16_code_units() {
+        // U+FB01 sorts after U+1F600 in UTF-16 (0xFB01 > 0xD83D) but before it in UTF-8.
+        let value = json!({"\u{fb01}": 1, "\u{1f600}": 2, "a": 3});
+        assert_eq!(canonical_json(&value), "{\"a\":3,\"\u{1f600}\":2,\"\u{fb01}\":1}");
+        assert_eq!(cmp_utf16("a", "ab"), Ordering::Less);
+        assert_eq!(cmp_utf16("\u{1f600}", "\u{e000}"), Ordering::Less);
+        assert_eq!(cmp_utf16("\u{d7ff}", "\u{1f600}"), Ordering::Less);
+        assert_eq!(cmp_utf16("\u{1f600}", "\u{1f601}"), Ordering::Less);
+    }
+
+    #[test]
+    fn strings_escape_minimally() {
+        let value = json!("q\" b\\ / \u{8}\u{c}\n\r\t\u{0}\u{1f}\u{7f}\u{80}\u{2028}é");
+        assert_eq!(
+            canonical_json(&value),
+            "\"q\\\" b\\\\ / \\b\\f\\n\\r\\t\\u0000\\u001f\u{7f}\u{80}\u{2028}é\""
+        );
+    }
+
+    #[test]
+    fn strict_parser_refuses_what_the_reference_would_read_differently() {
+        assert!(matches!(
+            parse_strict(r#"{"a":1,"a":2}"#),
+            Err(JsonError::DuplicateKey { key }) if key == "a"
+        ));
+        assert!(matches!(
+            parse_strict(r#"{"a":{"b":1,"b":1}}"#),
+            Err(JsonError::DuplicateKey { .. })
+        ));
+        assert!(matches!(
+            parse_strict(r#"{"s":"\udfff x"}"#),
+            Err(JsonError::LoneSurrogate { .. })
+        ));
+        assert!(matches!(
+            parse_strict(r#"{"s":"\ud83d"}"#),
+            Err(JsonError::LoneSurrogate { .. })
+        ));
+        assert!(matches!(
+            parse_strict(r#"{"n":1e400}"#),
+            Err(JsonError::NumberOutOfRange { .. })
+        ));
+        assert!(matches!(
+            parse_strict(r#"{"n":-1e400}"#),
+            Err(JsonError::NumberOutOfRange { .. })
+        ));
+        assert!(matches!(
+            parse_strict("{\"a\":1} x"),
+            Err(JsonError::Syntax { .. })
+        ));
+        assert!(matches!(parse_strict(""), Err(JsonError::Syntax { .. })));
+        // Same keys in sibling objects are fine.
+        assert!(parse_strict(r#"[{"a":1},{"a":1}]"#).is_ok());
+    }
+
+    /// Feature unification could switch on `arbitrary_precision`, under which numbers
+    /// keep their spelling and `1e2` would no longer canonicalise through a double.
+    #[test]
+    fn serde_json_arbitrary_precision_is_off() {
+        let value: Value = serde_json::from_str("1e2").unwrap();
+        assert_eq!(
+            serde_json::to_string(&value).unwrap(),
+            "100.0",
+            "serde_json's arbitrary_precision feature is on: canonical numbers would break"
+        );
+        assert_eq!(canonical_json(&parse_strict("1e2").unwrap()), "100");
+    }
+
+    /// `preserve_order` (also reachable through feature unification) makes maps iterate
+    /// in insertion order; the canonical order must not depend on it.
+    #[test]
+    fn canonical_order_does_not_depend_on_map_order() {
+        let forward = parse_strict(r#"{"b":1,"a":2,"\ue000":3,"😀":4}"#).unwrap();
+        let backward = parse_strict(r#"{"😀":4,"\ue000":3,"a":2,"b":1}"#).unwrap();
+        let expected = "{\"a\":2,\"b\":1,\"😀\":4,\"\u{e000}\":3}";
+        assert_eq!(canonical_json(&forward), expected);
+        assert_eq!(canonical_json(&backward), expected);
+    }
+}
