@@ -68,7 +68,7 @@ pub fn pascal_case(snake: &str) -> String {
 }
 
 /// The name of the struct that implements `Tool` for the function `ident`.
-pub fn tool_struct_ident(ident: &Ident) -> Ident {
+fn tool_struct_ident(ident: &Ident) -> Ident {
     let text = crate::ast::unraw(ident);
     format_ident!("{}", pascal_case(&text), span = ident.span())
 }
@@ -113,8 +113,11 @@ fn generate(model: &ToolFn<'_>, checked: &Checked) -> TokenStream {
         (Returns::Value(ty), false) => (quote!(outcome_of_value), span_of(*ty, item)),
         (Returns::Value(ty), true) => (quote!(instruction_outcome_of_value), span_of(*ty, item)),
     };
+    // The returned value is bound to a variable spanned at the return type, so that a
+    // type error in the conversion is reported there alone.
+    let returned = Ident::new("__tooltrust_returned", span);
     let outcome = quote_spanned! {span=>
-        ::tooltrust::__private::#convert(#fn_ident(#(#field_idents),*) #awaited)
+        ::tooltrust::__private::#convert(#returned)
     };
 
     let args_doc = format!(" Arguments of the [`{fn_text}`] tool.");
@@ -137,6 +140,12 @@ fn generate(model: &ToolFn<'_>, checked: &Checked) -> TokenStream {
         #[doc = #tool_doc]
         #[derive(Debug, Clone, Copy, Default)]
         #vis struct #tool_ident;
+
+        // The function's name also names the tool in the type namespace, so that
+        // importing the function imports its tool and `tools![fetch_page]` works.
+        #[doc(hidden)]
+        #[allow(non_camel_case_types)]
+        #vis type #fn_ident = #tool_ident;
 
         impl #tool_ident {
             /// The tool's declared metadata.
@@ -165,6 +174,7 @@ fn generate(model: &ToolFn<'_>, checked: &Checked) -> TokenStream {
                 ::std::boxed::Box::pin(async move {
                     let #args_ident { #(#field_idents),* } =
                         ::tooltrust::__private::parse_args::<#args_ident>(args)?;
+                    let #returned = #fn_ident(#(#field_idents),*) #awaited;
                     ::core::result::Result::Ok(#outcome)
                 })
             }

@@ -8,7 +8,6 @@ use syn::punctuated::Punctuated;
 use syn::{Path, Token};
 
 use crate::ctxt::Ctxt;
-use crate::expand::tool_struct_ident;
 
 /// Expands `tools![a, b, c]`.
 pub fn tools(input: TokenStream) -> TokenStream {
@@ -17,7 +16,6 @@ pub fn tools(input: TokenStream) -> TokenStream {
         Err(error) => return error.to_compile_error(),
     };
     let mut cx = Ctxt::default();
-    let mut structs: Vec<Path> = Vec::new();
     let mut seen: Vec<String> = Vec::new();
     for path in &paths {
         let text = quote!(#path).to_string().replace(' ', "");
@@ -28,19 +26,19 @@ pub fn tools(input: TokenStream) -> TokenStream {
             );
         }
         seen.push(text);
-        let mut path = path.clone();
-        if let Some(last) = path.segments.last_mut() {
-            last.ident = tool_struct_ident(&last.ident);
-        }
-        structs.push(path);
     }
     if cx.has_errors() {
         return cx.into_compile_errors();
     }
+    // Each path names the tool's struct, or the `#[tool]` function whose name is also
+    // a type alias of it.
+    let paths = paths.iter();
+    let names = paths.clone();
     quote! {{
-        const _: () = ::tooltrust::__private::assert_unique_names(&[#(#structs::SPEC.name),*]);
+        const _: () = ::tooltrust::__private::assert_unique_names(&[#(#names::SPEC.name),*]);
         ::tooltrust::Registry::new([
-            #(::std::boxed::Box::new(#structs) as ::std::boxed::Box<dyn ::tooltrust::Tool>),*
+            #(::std::boxed::Box::new(<#paths as ::core::default::Default>::default())
+                as ::std::boxed::Box<dyn ::tooltrust::Tool>),*
         ])
     }}
 }

@@ -79,8 +79,16 @@ pub mod __private {
     pub fn parse_args<T: serde::de::DeserializeOwned>(
         args: serde_json::Value,
     ) -> Result<T, ArgumentsError> {
-        serde_json::from_value(args).map_err(|error| ArgumentsError {
-            message: error.to_string(),
+        serde_path_to_error::deserialize(args).map_err(|error| {
+            let path = error.path().to_string();
+            let inner = error.into_inner();
+            ArgumentsError {
+                message: if path == "." {
+                    inner.to_string()
+                } else {
+                    format!("`{path}`: {inner}")
+                },
+            }
         })
     }
 

@@ -1,0 +1,9 @@
+use tooltrust::tool;
+
+/// Looks up the weather.
+#[tool(trusted, read_only, name = "weather", name = "forecast")]
+fn weather(city: String) -> String {
+    city
+}
+
+fn main() {}

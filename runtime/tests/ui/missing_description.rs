@@ -1,0 +1,8 @@
+use tooltrust::tool;
+
+#[tool(trusted, read_only)]
+fn weather(city: String) -> String {
+    city
+}
+
+fn main() {}
