@@ -13,7 +13,9 @@ fn refund_policy(
     /// The product the customer bought.
     product: String,
 ) -> String {
-    format!("Refunds for {product} are granted within 30 days of purchase, to the original payment method.")
+    format!(
+        "Refunds for {product} are granted within 30 days of purchase, to the original payment method."
+    )
 }
 
 /// Fetches a web page. Anyone on the internet writes its output.
@@ -70,10 +72,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("refund_policy", r#"{"product": "kettle"}"#),
         ("fetch_page", r#"{"url": "https://shop.example/reviews"}"#),
         ("fetch_page", r#"{"url": "ftp://shop.example"}"#),
-        ("send_email", r#"{"to": "ann@example.com", "body": "Your refund is on its way."}"#),
+        (
+            "send_email",
+            r#"{"to": "ann@example.com", "body": "Your refund is on its way."}"#,
+        ),
         ("delete_account", r#"{"user": "ann"}"#),
         ("send_email", r#"{"to": 42}"#),
-        ("send_email", r#"{"to": "a@example.com", "to": "b@example.com", "body": "x"}"#),
+        (
+            "send_email",
+            r#"{"to": "a@example.com", "to": "b@example.com", "body": "x"}"#,
+        ),
         ("fetch_page", r#"{"url": "https://a.example""#),
     ];
     for (tool, args) in calls {

@@ -176,7 +176,8 @@ fn string_literal(expr: &Expr) -> Option<LitStr> {
 }
 
 fn path_span(path: &syn::Path) -> Span {
-    path.get_ident().map_or_else(Span::call_site, syn::Ident::span)
+    path.get_ident()
+        .map_or_else(Span::call_site, syn::Ident::span)
 }
 
 fn path_text(path: &syn::Path) -> String {
@@ -213,7 +214,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
         row[0] = i + 1;
         for (j, &cb) in b.iter().enumerate() {
             let above = row[j + 1];
-            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != cb));
             diagonal = above;
         }
     }

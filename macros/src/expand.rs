@@ -18,11 +18,9 @@ pub fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
     let item: ItemFn = match syn::parse2(item.clone()) {
         Ok(item) => item,
         Err(error) => {
-            let message = syn::Error::new(
-                error.span(),
-                "#[tool] goes on a free `fn` or `async fn`",
-            )
-            .to_compile_error();
+            let message =
+                syn::Error::new(error.span(), "#[tool] goes on a free `fn` or `async fn`")
+                    .to_compile_error();
             return quote!(#item #message);
         }
     };
@@ -235,7 +233,10 @@ mod tests {
         .to_string();
         assert!(expanded.contains("fn read_mail"));
         assert!(expanded.contains("compile_error"));
-        assert!(!expanded.contains("Folder."), "param docs are stripped: {expanded}");
+        assert!(
+            !expanded.contains("Folder."),
+            "param docs are stripped: {expanded}"
+        );
         assert!(!expanded.contains("impl :: tooltrust :: Tool"));
     }
 }

@@ -412,7 +412,10 @@ mod tests {
     fn keys_sort_by_utf16_code_units() {
         // U+FB01 sorts after U+1F600 in UTF-16 (0xFB01 > 0xD83D) but before it in UTF-8.
         let value = json!({"\u{fb01}": 1, "\u{1f600}": 2, "a": 3});
-        assert_eq!(canonical_json(&value), "{\"a\":3,\"\u{1f600}\":2,\"\u{fb01}\":1}");
+        assert_eq!(
+            canonical_json(&value),
+            "{\"a\":3,\"\u{1f600}\":2,\"\u{fb01}\":1}"
+        );
         assert_eq!(cmp_utf16("a", "ab"), Ordering::Less);
         assert_eq!(cmp_utf16("\u{1f600}", "\u{e000}"), Ordering::Less);
         assert_eq!(cmp_utf16("\u{d7ff}", "\u{1f600}"), Ordering::Less);

@@ -152,7 +152,9 @@ impl<T: Serialize> IntoContent for T {
         match serde_json::to_value(self) {
             Ok(Value::String(text)) => Ok(Content::Text(text)),
             Ok(value) => Ok(Content::Json(value)),
-            Err(error) => Err(format!("the tool's output could not be serialized: {error}")),
+            Err(error) => Err(format!(
+                "the tool's output could not be serialized: {error}"
+            )),
         }
     }
 }

@@ -143,11 +143,21 @@ mod tests {
         assert!(Id::new("a").is_ok());
         assert!(Id::new("A-z_09").is_ok());
         assert_eq!(Id::new(""), Err(IdError::Empty));
-        assert!(matches!(Id::new("a b"), Err(IdError::BadCharacter { found: ' ', at: 1, .. })));
+        assert!(matches!(
+            Id::new("a b"),
+            Err(IdError::BadCharacter {
+                found: ' ',
+                at: 1,
+                ..
+            })
+        ));
         assert!(matches!(Id::new("é"), Err(IdError::BadCharacter { .. })));
         assert!(matches!(Id::new("a>"), Err(IdError::BadCharacter { .. })));
         assert!(Id::new("x".repeat(MAX_ID_LEN)).is_ok());
-        assert_eq!(Id::new("x".repeat(MAX_ID_LEN + 1)), Err(IdError::TooLong(MAX_ID_LEN + 1)));
+        assert_eq!(
+            Id::new("x".repeat(MAX_ID_LEN + 1)),
+            Err(IdError::TooLong(MAX_ID_LEN + 1))
+        );
         assert!(serde_json::from_str::<Id>("\"a\\nb\"").is_err());
     }
 
@@ -156,7 +166,11 @@ mod tests {
         let a = Id::random();
         let b = Id::random();
         assert_eq!(a.as_str().len(), 32);
-        assert!(a.as_str().bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert!(
+            a.as_str()
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
         assert_ne!(a, b);
     }
 }

@@ -71,8 +71,8 @@ pub mod __private {
     pub use serde;
     pub use serde_json;
 
-    pub use crate::schema::args_schema;
     use crate::content::{InstructionText, IntoContent};
+    pub use crate::schema::args_schema;
     use crate::tool::{ArgumentsError, Outcome};
 
     /// Deserializes a tool's arguments.
@@ -127,7 +127,9 @@ pub mod __private {
             let mut j = i + 1;
             while j < names.len() {
                 if str_eq(names[i], names[j]) {
-                    panic!("two tools in this registry have the same name; give one of them `name = \"…\"` in #[tool(...)]");
+                    panic!(
+                        "two tools in this registry have the same name; give one of them `name = \"…\"` in #[tool(...)]"
+                    );
                 }
                 j += 1;
             }

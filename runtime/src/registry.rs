@@ -53,11 +53,15 @@ pub enum RegistryError {
     #[error("two tools are named `{0}`; every tool in a registry needs its own name")]
     DuplicateName(String),
     /// A tool's name is not `[A-Za-z0-9_-]{{1,64}}`.
-    #[error("tool name {0:?} is invalid: a tool name is 1 to 64 characters of A-Z, a-z, 0-9, `_` and `-`")]
+    #[error(
+        "tool name {0:?} is invalid: a tool name is 1 to 64 characters of A-Z, a-z, 0-9, `_` and `-`"
+    )]
     InvalidName(String),
     /// A tool declares `untrusted` with `instruction` output (possible only for
     /// hand-written `Tool` impls; `#[tool]` refuses it at compile time).
-    #[error("tool `{0}` is untrusted but declares instruction output; untrusted output is always data")]
+    #[error(
+        "tool `{0}` is untrusted but declares instruction output; untrusted output is always data"
+    )]
     UntrustedInstruction(String),
 }
 
@@ -118,10 +122,15 @@ impl Registry {
                 return Err(RegistryError::InvalidName(entry.spec.name.to_owned()));
             }
             if entry.spec.trust != Trust::Trusted && entry.spec.output == OutputKind::Instruction {
-                return Err(RegistryError::UntrustedInstruction(entry.spec.name.to_owned()));
+                return Err(RegistryError::UntrustedInstruction(
+                    entry.spec.name.to_owned(),
+                ));
             }
         }
-        if let Some(pair) = entries.windows(2).find(|w| w[0].spec.name == w[1].spec.name) {
+        if let Some(pair) = entries
+            .windows(2)
+            .find(|w| w[0].spec.name == w[1].spec.name)
+        {
             return Err(RegistryError::DuplicateName(pair[0].spec.name.to_owned()));
         }
         let catalog: Vec<CatalogEntry> = entries
@@ -190,14 +199,15 @@ impl Registry {
     pub async fn dispatch(&self, call: &ToolCall) -> Result<ToolOutput, DispatchError> {
         let entry = self.entry(call.tool())?;
         let args = Value::Object(call.args().clone());
-        let outcome = entry
-            .tool
-            .call(args)
-            .await
-            .map_err(|error| DispatchError::InvalidArguments {
-                tool: call.tool().to_owned(),
-                error,
-            })?;
+        let outcome =
+            entry
+                .tool
+                .call(args)
+                .await
+                .map_err(|error| DispatchError::InvalidArguments {
+                    tool: call.tool().to_owned(),
+                    error,
+                })?;
         Ok(tag_output(entry.spec, call, outcome))
     }
 }

@@ -109,7 +109,8 @@ pub enum Outcome {
 }
 
 /// The future a tool call returns.
-pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<Outcome, ArgumentsError>> + Send + 'a>>;
+pub type ToolFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Outcome, ArgumentsError>> + Send + 'a>>;
 
 /// A tool an agent may call. `#[tool]` implements it; implement it by hand only for
 /// tools whose surface is known at run time (a remote MCP server, say).

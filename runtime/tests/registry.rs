@@ -96,7 +96,11 @@ fn registry() -> Registry {
     .expect("valid registry")
 }
 
-fn dispatch(registry: &Registry, tool: &str, args: &str) -> Result<tooltrust::ToolOutput, DispatchError> {
+fn dispatch(
+    registry: &Registry,
+    tool: &str,
+    args: &str,
+) -> Result<tooltrust::ToolOutput, DispatchError> {
     let call = ToolCall::from_model(tool, args).expect("well-formed call");
     pollster::block_on(registry.dispatch(&call))
 }
@@ -120,13 +124,19 @@ fn catalog_is_sorted_and_complete() {
     assert_eq!(email.output, OutputKind::Data);
     assert_eq!(email.effects, Effects::Consequential);
     assert_eq!(email.schema["required"], json!(["to", "body"]));
-    assert_eq!(email.schema["properties"]["to"]["description"], "Recipient.");
+    assert_eq!(
+        email.schema["properties"]["to"]["description"],
+        "Recipient."
+    );
     assert_eq!(email.schema["additionalProperties"], json!(false));
 
     let guide = registry.spec("style_guide").expect("known");
     assert_eq!(guide.output, OutputKind::Instruction);
     assert_eq!(guide.effects, Effects::ReadOnly);
-    assert!(registry.spec("order-status").is_ok(), "`name = …` overrides the fn name");
+    assert!(
+        registry.spec("order-status").is_ok(),
+        "`name = …` overrides the fn name"
+    );
 }
 
 #[test]
@@ -146,7 +156,8 @@ fn schemas_are_provider_safe() {
 #[test]
 fn schema_and_deserializer_agree() {
     let registry = registry();
-    let full = json!({"to": "a@example.com", "body": "hi", "subject": "s", "cc": ["b@example.com"]});
+    let full =
+        json!({"to": "a@example.com", "body": "hi", "subject": "s", "cc": ["b@example.com"]});
     assert!(dispatch(&registry, "send_email", &full.to_string()).is_ok());
     let schema = &registry.spec_schema("send_email");
     let required: Vec<&str> = schema["required"]
@@ -166,7 +177,10 @@ fn schema_and_deserializer_agree() {
         );
         if !required.contains(&field.as_str()) {
             args[field.as_str()] = Value::Null;
-            assert!(dispatch(&registry, "send_email", &args.to_string()).is_ok(), "{field}: null");
+            assert!(
+                dispatch(&registry, "send_email", &args.to_string()).is_ok(),
+                "{field}: null"
+            );
         }
     }
 }
@@ -196,7 +210,11 @@ fn unknown_tool_is_an_error_listing_the_available_tools() {
         }
         other => panic!("expected UnknownTool, got {other:?}"),
     }
-    assert!(error.to_string().contains("fetch_page, order-status, screenshot"));
+    assert!(
+        error
+            .to_string()
+            .contains("fetch_page, order-status, screenshot")
+    );
 }
 
 #[test]
@@ -221,17 +239,45 @@ fn bad_arguments_are_typed_errors() {
     else {
         panic!("expected InvalidArguments");
     };
-    assert!(error.message.contains("`to`"), "names the field: {}", error.message);
+    assert!(
+        error.message.contains("`to`"),
+        "names the field: {}",
+        error.message
+    );
 }
 
 #[test]
 fn outputs_carry_declared_trust_except_outsider_content_and_errors() {
     let registry = registry();
     let cases = [
-        ("style_guide", "{}", Trust::Trusted, OutputKind::Instruction, false),
-        ("order-status", r#"{"order": 7}"#, Trust::Trusted, OutputKind::Data, false),
-        ("fetch_page", r#"{"url": "https://a.example"}"#, Trust::Untrusted, OutputKind::Data, false),
-        ("fetch_page", r#"{"url": "ftp://a.example"}"#, Trust::Untrusted, OutputKind::Data, true),
+        (
+            "style_guide",
+            "{}",
+            Trust::Trusted,
+            OutputKind::Instruction,
+            false,
+        ),
+        (
+            "order-status",
+            r#"{"order": 7}"#,
+            Trust::Trusted,
+            OutputKind::Data,
+            false,
+        ),
+        (
+            "fetch_page",
+            r#"{"url": "https://a.example"}"#,
+            Trust::Untrusted,
+            OutputKind::Data,
+            false,
+        ),
+        (
+            "fetch_page",
+            r#"{"url": "ftp://a.example"}"#,
+            Trust::Untrusted,
+            OutputKind::Data,
+            true,
+        ),
         ("screenshot", "", Trust::Untrusted, OutputKind::Data, false),
         ("search", "", Trust::Untrusted, OutputKind::Data, false),
         ("export", "", Trust::Untrusted, OutputKind::Data, false),
@@ -244,7 +290,10 @@ fn outputs_carry_declared_trust_except_outsider_content_and_errors() {
         assert_eq!(result.tool, tool);
     }
     let result = dispatch(&registry, "order-status", r#"{"order": 7}"#).expect("dispatched");
-    assert_eq!(result.content, Content::Json(json!({"order": 7, "status": "shipped"})));
+    assert_eq!(
+        result.content,
+        Content::Json(json!({"order": 7, "status": "shipped"}))
+    );
     let failed = dispatch(&registry, "fetch_page", r#"{"url": "ftp://x"}"#).expect("dispatched");
     assert_eq!(failed.content, Content::Text("cannot fetch ftp://x".into()));
 }
@@ -304,7 +353,10 @@ fn duplicate_and_invalid_names_are_refused_when_built() {
         );
     }
     let long: &'static str = Box::leak("x".repeat(65).into_boxed_str());
-    assert!(matches!(Registry::new([dynamic(long)]), Err(RegistryError::InvalidName(_))));
+    assert!(matches!(
+        Registry::new([dynamic(long)]),
+        Err(RegistryError::InvalidName(_))
+    ));
     let untrusted_instruction = Box::new(Dynamic {
         spec: ToolSpec {
             name: "x",
@@ -338,10 +390,22 @@ fn fingerprint_changes_with_the_tool_surface() {
     let variants = [
         base,
         ToolSpec { name: "u", ..base },
-        ToolSpec { description: "e", ..base },
-        ToolSpec { trust: Trust::Untrusted, ..base },
-        ToolSpec { output: OutputKind::Instruction, ..base },
-        ToolSpec { effects: Effects::Consequential, ..base },
+        ToolSpec {
+            description: "e",
+            ..base
+        },
+        ToolSpec {
+            trust: Trust::Untrusted,
+            ..base
+        },
+        ToolSpec {
+            output: OutputKind::Instruction,
+            ..base
+        },
+        ToolSpec {
+            effects: Effects::Consequential,
+            ..base
+        },
     ];
     let prints: Vec<String> = variants.into_iter().map(fingerprint).collect();
     for (i, a) in prints.iter().enumerate() {
