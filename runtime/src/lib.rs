@@ -31,21 +31,30 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod block;
 pub mod call;
 pub mod canonical;
+pub mod conformance;
 pub mod content;
+pub mod envelope;
 pub mod id;
+pub mod nonce;
+pub mod record;
 pub mod registry;
 pub mod schema;
 pub mod tool;
 
+pub use block::Instruction;
 pub use call::{CallError, CallErrorReason, Checksum, ToolCall};
 pub use canonical::{JsonError, canonical_json, parse_strict};
 pub use content::{
     ArtifactHandle, Content, InstructionText, IntoContent, Media, Retrieved, RetrievedRecord,
     SourceTier,
 };
+pub use envelope::{Mode, RenderError, Rendered, Renderer, STANDING_EXPLANATION};
 pub use id::{Id, IdError};
+pub use nonce::{KeyError, SessionKey};
+pub use record::{Memory, Message, Sender, Thought, ThoughtKind};
 pub use registry::{CatalogEntry, DispatchError, Registry, RegistryError, ToolOutput};
 pub use tool::{ArgumentsError, Effects, Outcome, OutputKind, Tool, ToolFuture, ToolSpec, Trust};
 

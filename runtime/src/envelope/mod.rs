@@ -1,0 +1,172 @@
+//! Envelopes: every block of content that enters a prompt is wrapped in its tier's tag,
+//! and the closing tag carries a nonce the content cannot predict.
+//!
+//! Three layers, and which guarantee comes from which:
+//! - **Parser layer** (exact): a body never contains its own live closer (refused in both
+//!   modes), so [`parse`] recovers exactly the blocks [`Renderer`] rendered.
+//! - **Model layer** (probabilistic): in sealed mode every data body is
+//!   [`neutralise`]d, so nothing inside reads as our tags to a model, and the
+//!   [`STANDING_EXPLANATION`] tells the model how envelopes work. Compat mode keeps the
+//!   reference's weaknesses here: it neutralises only `<system_instructions` in message
+//!   bodies, and its nonces are public (a fetched page knows its own URL, so it can
+//!   compute its tool result's checksum and closer).
+//! - **Action layer**: the gate, which holds even when the model is fooled.
+
+mod compat;
+pub mod explanation;
+pub mod neutralise;
+pub mod parse;
+pub mod render;
+
+pub use compat::{RETRIEVED_DIRECTIVE, unknown_tool_warning};
+pub use explanation::{STANDING_EXPLANATION, STANDING_EXPLANATION_VERSION};
+pub use neutralise::{Finding, FindingKind, Neutralised, neutralise};
+pub use parse::{ParseError, ParseFault, ParsedBlock, parse, parse_sealed};
+pub use render::{Mode, RenderError, Rendered, Renderer};
+
+/// The tag families of the envelope vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    /// `<system_instructions kind="developer-rules">`: the developer's policy; no nonce.
+    DeveloperPolicy,
+    /// `<trusted_content_{nonce}>`: output of a trusted tool.
+    TrustedContent,
+    /// `<untrusted_content_{nonce}>`: untrusted tool results, tool errors, artifact
+    /// handles, media fallbacks, third-party retrieved records.
+    UntrustedContent,
+    /// `<message_{nonce}>`: a user's message.
+    Message,
+    /// `<peer_agent_output_{nonce}>`: a peer agent's message or reasoning.
+    PeerOutput,
+    /// `<retrieved_corpus>`: the parent of first-party retrieved records; no nonce.
+    RetrievedCorpus,
+    /// `<retrieved_{nonce}>`: one first-party retrieved record.
+    Retrieved,
+    /// `<memories>`: the parent of memories; no nonce.
+    Memories,
+    /// `<memory_{nonce}>`: one memory.
+    Memory,
+    /// `<thought_{nonce}>`: one reasoning trace.
+    Thought,
+}
+
+impl Tier {
+    /// Every tier, longest tag name first so that prefix matching is unambiguous.
+    pub const ALL: [Tier; 10] = [
+        Tier::DeveloperPolicy,
+        Tier::UntrustedContent,
+        Tier::PeerOutput,
+        Tier::RetrievedCorpus,
+        Tier::TrustedContent,
+        Tier::Retrieved,
+        Tier::Memories,
+        Tier::Message,
+        Tier::Memory,
+        Tier::Thought,
+    ];
+
+    /// The tag name, or for nonce-keyed tiers the tag name's prefix before the nonce.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Tier::DeveloperPolicy => "system_instructions",
+            Tier::TrustedContent => "trusted_content_",
+            Tier::UntrustedContent => "untrusted_content_",
+            Tier::Message => "message_",
+            Tier::PeerOutput => "peer_agent_output_",
+            Tier::RetrievedCorpus => "retrieved_corpus",
+            Tier::Retrieved => "retrieved_",
+            Tier::Memories => "memories",
+            Tier::Memory => "memory_",
+            Tier::Thought => "thought_",
+        }
+    }
+
+    /// Whether the tag name ends in a nonce.
+    pub fn is_keyed(self) -> bool {
+        !matches!(
+            self,
+            Tier::DeveloperPolicy | Tier::RetrievedCorpus | Tier::Memories
+        )
+    }
+
+    /// Whether the tier's body is a list of child envelopes rather than text.
+    pub fn is_container(self) -> bool {
+        matches!(self, Tier::RetrievedCorpus | Tier::Memories)
+    }
+
+    /// The tier's name in `verify` output and nonce derivation.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::DeveloperPolicy => "developer_policy",
+            Tier::TrustedContent => "trusted_content",
+            Tier::UntrustedContent => "untrusted_content",
+            Tier::Message => "message",
+            Tier::PeerOutput => "peer_output",
+            Tier::RetrievedCorpus => "retrieved_corpus",
+            Tier::Retrieved => "retrieved",
+            Tier::Memories => "memories",
+            Tier::Memory => "memory",
+            Tier::Thought => "thought",
+        }
+    }
+
+    /// The full tag name for `nonce` (ignored by tiers without one).
+    pub fn tag_name(self, nonce: &str) -> String {
+        if self.is_keyed() {
+            format!("{}{nonce}", self.tag())
+        } else {
+            self.tag().to_owned()
+        }
+    }
+}
+
+/// The domain a sealed nonce of `tier` is derived in: tiers that hold several kinds of
+/// content separate them by kind, so no two kinds share a nonce for the same identity.
+pub(crate) fn nonce_domain(tier: Tier, kind: Option<&str>) -> &str {
+    match (tier, kind) {
+        (Tier::TrustedContent | Tier::UntrustedContent, Some(kind)) => kind,
+        (Tier::PeerOutput, Some("reasoning")) => "peer_output:reasoning",
+        _ => tier.name(),
+    }
+}
+
+/// Escapes an attribute value as the reference does: `&`, `<`, `>` and `"`.
+pub(crate) fn escape_attr(out: &mut String, value: &str) {
+    let mut from = 0;
+    for (at, byte) in value.bytes().enumerate() {
+        let entity = match byte {
+            b'&' => "&amp;",
+            b'<' => "&lt;",
+            b'>' => "&gt;",
+            b'"' => "&quot;",
+            _ => continue,
+        };
+        out.push_str(&value[from..at]);
+        out.push_str(entity);
+        from = at + 1;
+    }
+    out.push_str(&value[from..]);
+}
+
+/// Reverses [`escape_attr`]; `None` for an entity it never writes or a bare `&`.
+pub(crate) fn unescape_attr(value: &str) -> Option<String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let (entity, text) = [
+            ("&amp;", '&'),
+            ("&lt;", '<'),
+            ("&gt;", '>'),
+            ("&quot;", '"'),
+        ]
+        .into_iter()
+        .find(|(entity, _)| rest.starts_with(entity))?;
+        out.push(text);
+        rest = &rest[entity.len()..];
+    }
+    out.push_str(rest);
+    Some(out)
+}

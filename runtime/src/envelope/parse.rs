@@ -1,0 +1,363 @@
+//! The strict verifier: turns a rendered prompt back into its blocks, and rejects any
+//! prompt whose envelopes do not close exactly where the renderer closed them.
+
+use memchr::{memchr, memmem};
+use serde::Serialize;
+
+use super::neutralise::neutralise;
+use super::render::closer;
+use super::{Tier, nonce_domain, unescape_attr};
+use crate::id::is_id_char;
+use crate::nonce::SessionKey;
+
+/// One block recovered from a prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ParsedBlock {
+    /// The block's tier.
+    pub tier: Tier,
+    /// The nonce in its tag name (`None` for tiers without one).
+    pub nonce: Option<String>,
+    /// Its attributes, unescaped, in order (including `nonce`).
+    pub attrs: Vec<(String, String)>,
+    /// Its body exactly as rendered (empty for containers).
+    pub body: String,
+    /// The child blocks of a container.
+    pub children: Vec<ParsedBlock>,
+    /// Byte offset of the opening `<` in the prompt.
+    pub start: usize,
+    /// Byte offset just past the closing `>`.
+    pub end: usize,
+}
+
+impl ParsedBlock {
+    /// The value of attribute `name`, if present.
+    pub fn attr(&self, name: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+/// Why a prompt was rejected, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("at byte {offset}: {fault}")]
+pub struct ParseError {
+    /// Byte offset of the fault in the prompt.
+    pub offset: usize,
+    /// What is wrong.
+    pub fault: ParseFault,
+}
+
+/// What is wrong with a prompt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseFault {
+    /// A closing tag with no open block.
+    #[error("closing tag `</{0}>` with no open block")]
+    StrayCloser(String),
+    /// A block whose closing tag never comes.
+    #[error("block `{0}` is never closed")]
+    Unclosed(String),
+    /// Something that starts like one of our tags but is not a well-formed opener.
+    #[error("malformed opening tag: {0}")]
+    MalformedOpener(&'static str),
+    /// The layout around a tag is not the renderer's (newline after the opener and
+    /// before the closer).
+    #[error("block `{0}` does not follow the envelope layout")]
+    Layout(String),
+    /// The `nonce` attribute differs from the nonce in the tag name.
+    #[error("nonce attribute {attr:?} differs from the tag's nonce {tag:?}")]
+    NonceMismatch {
+        /// The nonce in the tag name.
+        tag: String,
+        /// The nonce in the attribute.
+        attr: String,
+    },
+    /// A container holds something other than its children.
+    #[error("container `{0}` holds something other than its child blocks")]
+    BadChild(String),
+    /// The nonce is not the one the session key derives for the block's identity.
+    #[error("block `{0}` carries a nonce the session key did not derive")]
+    ForgedNonce(String),
+    /// The block lacks the attributes its nonce is derived from.
+    #[error("block `{0}` lacks the identity attributes needed to authenticate its nonce")]
+    Unauthenticated(String),
+    /// A sealed body still holds tag vocabulary, so the renderer did not write it.
+    #[error("block `{0}` holds tag vocabulary that sealed rendering neutralises")]
+    NotNeutralised(String),
+}
+
+/// Parses `prompt` structurally: every opener of our vocabulary must be well formed and
+/// closed by the first occurrence of its exact closer, which must sit on its own line;
+/// no closer may appear outside its block.
+pub fn parse(prompt: &str) -> Result<Vec<ParsedBlock>, ParseError> {
+    Parser { prompt, key: None }.top_level()
+}
+
+/// Like [`parse`], and also authenticates a sealed prompt: every nonce must be the one
+/// `key` derives for the block's identity attributes, and every data body must already be
+/// neutral (sealed rendering neutralises all tag vocabulary).
+pub fn parse_sealed(prompt: &str, key: &SessionKey) -> Result<Vec<ParsedBlock>, ParseError> {
+    Parser {
+        prompt,
+        key: Some(key),
+    }
+    .top_level()
+}
+
+struct Parser<'a> {
+    prompt: &'a str,
+    key: Option<&'a SessionKey>,
+}
+
+/// A tag of our vocabulary found at some offset.
+struct Tag {
+    closing: bool,
+    tier: Tier,
+    /// The nonce in the tag name, for keyed tiers.
+    nonce: Option<String>,
+    /// Offset just past the tier's name and nonce.
+    name_end: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn top_level(&self) -> Result<Vec<ParsedBlock>, ParseError> {
+        let bytes = self.prompt.as_bytes();
+        let mut blocks = Vec::new();
+        let mut at = 0;
+        while let Some(found) = memchr(b'<', &bytes[at..]) {
+            let start = at + found;
+            match self.tag_at(start) {
+                None => at = start + 1,
+                Some(tag) if tag.closing => {
+                    return Err(ParseError {
+                        offset: start,
+                        fault: ParseFault::StrayCloser(tag_name(&tag)),
+                    });
+                }
+                Some(tag) => {
+                    let block = self.block(start, tag)?;
+                    at = block.end;
+                    blocks.push(block);
+                }
+            }
+        }
+        Ok(blocks)
+    }
+
+    /// Recognises `<` or `</` followed by one of our tag names at `start`.
+    fn tag_at(&self, start: usize) -> Option<Tag> {
+        let bytes = self.prompt.as_bytes();
+        let (closing, name_start) = if bytes.get(start + 1) == Some(&b'/') {
+            (true, start + 2)
+        } else {
+            (false, start + 1)
+        };
+        let rest = &self.prompt[name_start..];
+        for tier in Tier::ALL {
+            let Some(after) = rest.strip_prefix(tier.tag()) else {
+                continue;
+            };
+            let mut name_end = name_start + tier.tag().len();
+            let nonce = if tier.is_keyed() {
+                let len = after.find(|c: char| !is_id_char(c)).unwrap_or(after.len());
+                if len == 0 {
+                    continue;
+                }
+                name_end += len;
+                Some(after[..len].to_owned())
+            } else {
+                None
+            };
+            if matches!(bytes.get(name_end), Some(b' ' | b'>')) {
+                return Some(Tag {
+                    closing,
+                    tier,
+                    nonce,
+                    name_end,
+                });
+            }
+        }
+        None
+    }
+
+    /// Parses the block whose opener starts at `start`.
+    fn block(&self, start: usize, tag: Tag) -> Result<ParsedBlock, ParseError> {
+        let name = tag_name(&tag);
+        let (attrs, open_end) = self.attrs(tag.name_end)?;
+        if let (Some(nonce), Some((_, attr))) =
+            (&tag.nonce, attrs.iter().find(|(key, _)| key == "nonce"))
+            && attr != nonce
+        {
+            return Err(ParseError {
+                offset: start,
+                fault: ParseFault::NonceMismatch {
+                    tag: nonce.clone(),
+                    attr: attr.clone(),
+                },
+            });
+        }
+        if self.prompt.as_bytes().get(open_end) != Some(&b'\n') {
+            return Err(ParseError {
+                offset: open_end,
+                fault: ParseFault::Layout(name),
+            });
+        }
+        let body_start = open_end + 1;
+        let close = closer(tag.tier, tag.nonce.as_deref().unwrap_or(""));
+        let mut block = ParsedBlock {
+            tier: tag.tier,
+            nonce: tag.nonce,
+            attrs,
+            body: String::new(),
+            children: Vec::new(),
+            start,
+            end: 0,
+        };
+        let child_tier = match tag.tier {
+            Tier::RetrievedCorpus => Some(Tier::Retrieved),
+            Tier::Memories => Some(Tier::Memory),
+            Tier::PeerOutput if block.attr("kind") == Some("reasoning") => Some(Tier::Thought),
+            _ => None,
+        };
+        let close_at = match child_tier {
+            Some(child_tier) => self.children(&mut block, child_tier, body_start, &close, &name)?,
+            None => {
+                let close_at =
+                    memmem::find(&self.prompt.as_bytes()[body_start..], close.as_bytes())
+                        .map(|found| body_start + found)
+                        .ok_or_else(|| ParseError {
+                            offset: start,
+                            fault: ParseFault::Unclosed(name.clone()),
+                        })?;
+                if close_at <= body_start || self.prompt.as_bytes()[close_at - 1] != b'\n' {
+                    return Err(ParseError {
+                        offset: close_at,
+                        fault: ParseFault::Layout(name),
+                    });
+                }
+                block.body = self.prompt[body_start..close_at - 1].to_owned();
+                close_at
+            }
+        };
+        block.end = close_at + close.len();
+        self.authenticate(&block, &name)?;
+        Ok(block)
+    }
+
+    /// Parses the children of a container, each on its own line, up to the container's
+    /// closer; returns the closer's offset.
+    fn children(
+        &self,
+        block: &mut ParsedBlock,
+        child_tier: Tier,
+        mut at: usize,
+        close: &str,
+        name: &str,
+    ) -> Result<usize, ParseError> {
+        loop {
+            let child = self
+                .tag_at(at)
+                .filter(|tag| !tag.closing && tag.tier == child_tier)
+                .ok_or_else(|| ParseError {
+                    offset: at,
+                    fault: ParseFault::BadChild(name.to_owned()),
+                })?;
+            let child = self.block(at, child)?;
+            let after = child.end;
+            block.children.push(child);
+            if !self.prompt[after..].starts_with('\n') {
+                return Err(ParseError {
+                    offset: after,
+                    fault: ParseFault::Layout(name.to_owned()),
+                });
+            }
+            if self.prompt[after + 1..].starts_with(close) {
+                return Ok(after + 1);
+            }
+            if block.tier == Tier::PeerOutput {
+                // A peer's reasoning holds exactly one thought.
+                return Err(ParseError {
+                    offset: after + 1,
+                    fault: ParseFault::BadChild(name.to_owned()),
+                });
+            }
+            at = after + 1;
+        }
+    }
+
+    /// Parses ` name="value"` pairs up to `>`; returns them and the offset past `>`.
+    fn attrs(&self, mut at: usize) -> Result<(Vec<(String, String)>, usize), ParseError> {
+        let bytes = self.prompt.as_bytes();
+        let mut attrs = Vec::new();
+        let malformed = |offset, why| ParseError {
+            offset,
+            fault: ParseFault::MalformedOpener(why),
+        };
+        loop {
+            match bytes.get(at) {
+                Some(b'>') => return Ok((attrs, at + 1)),
+                Some(b' ') => at += 1,
+                _ => return Err(malformed(at, "expected ` name=\"value\"` or `>`")),
+            }
+            let name_len = bytes[at..]
+                .iter()
+                .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b == b'-')
+                .count();
+            if name_len == 0 || bytes.get(at + name_len..at + name_len + 2) != Some(b"=\"") {
+                return Err(malformed(at, "an attribute is `name=\"value\"`"));
+            }
+            let name = self.prompt[at..at + name_len].to_owned();
+            let value_start = at + name_len + 2;
+            let value_len = memchr(b'"', &bytes[value_start..])
+                .ok_or_else(|| malformed(value_start, "unterminated attribute value"))?;
+            let raw = &self.prompt[value_start..value_start + value_len];
+            if raw.contains(['<', '>']) {
+                return Err(malformed(
+                    value_start,
+                    "unescaped `<` or `>` in an attribute",
+                ));
+            }
+            let value =
+                unescape_attr(raw).ok_or_else(|| malformed(value_start, "bad `&` entity"))?;
+            if attrs.iter().any(|(existing, _)| *existing == name) {
+                return Err(malformed(at, "duplicate attribute"));
+            }
+            attrs.push((name, value));
+            at = value_start + value_len + 1;
+        }
+    }
+
+    /// In sealed verification, checks the block's nonce against the key and its body
+    /// for leftover tag vocabulary.
+    fn authenticate(&self, block: &ParsedBlock, name: &str) -> Result<(), ParseError> {
+        let Some(key) = self.key else {
+            return Ok(());
+        };
+        let fault = |fault| ParseError {
+            offset: block.start,
+            fault,
+        };
+        if let Some(nonce) = &block.nonce {
+            let identity: Vec<&str> = match (block.attr("call"), block.attr("checksum")) {
+                (Some(call), Some(checksum)) => vec![call, checksum],
+                _ => match block.attr("id") {
+                    Some(id) => vec![id],
+                    None => return Err(fault(ParseFault::Unauthenticated(name.to_owned()))),
+                },
+            };
+            let domain = nonce_domain(block.tier, block.attr("kind"));
+            if key.nonce(domain, &identity) != *nonce {
+                return Err(fault(ParseFault::ForgedNonce(name.to_owned())));
+            }
+        }
+        if block.tier != Tier::DeveloperPolicy && !neutralise(&block.body).findings.is_empty() {
+            return Err(fault(ParseFault::NotNeutralised(name.to_owned())));
+        }
+        Ok(())
+    }
+}
+
+fn tag_name(tag: &Tag) -> String {
+    tag.tier.tag_name(tag.nonce.as_deref().unwrap_or(""))
+}

@@ -1,0 +1,611 @@
+//! Rendering content into envelopes, in sealed or compat mode.
+
+use std::borrow::Cow;
+
+use memchr::memmem;
+
+use super::compat::{self, RETRIEVED_DIRECTIVE, unknown_tool_warning};
+use super::neutralise::{Finding, neutralise};
+use super::{Tier, escape_attr, nonce_domain};
+use crate::block::Instruction;
+use crate::call::Checksum;
+use crate::content::{Content, RetrievedRecord, SourceTier};
+use crate::id::{Id, IdError, validate};
+use crate::nonce::SessionKey;
+use crate::record::{Memory, Message, Sender, Thought, ThoughtKind};
+use crate::registry::{Registry, ToolOutput};
+use crate::tool::{OutputKind, Trust};
+
+/// How nonces are made and bodies treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// The default: secret nonces from the session key, every data body neutralised.
+    Sealed,
+    /// The reference's bytes, for interop: public nonces (checksums, ids) and only the
+    /// reference's narrow neutralisation. Still validates ids and refuses live closers.
+    Compat,
+}
+
+/// Why content was not rendered. Nothing is rendered when any part fails.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderError {
+    /// The body contains the closer of its own envelope (or, in compat mode, of an
+    /// enclosing one): rendering it would let it end the block early.
+    #[error("refused to render: the {tier} body contains its own live closer `{closer}`")]
+    LiveCloser {
+        /// The tier of the block.
+        tier: &'static str,
+        /// The closer found in the body.
+        closer: String,
+    },
+    /// An id that would go into a tag name or nonce is invalid.
+    #[error("invalid {what} id: {error}")]
+    InvalidId {
+        /// What the id identifies.
+        what: &'static str,
+        /// Why it is invalid.
+        error: IdError,
+    },
+    /// An id that would make a tag name of another tier (`retrieved_corpus`).
+    #[error("{what} id {id:?} would collide with a container tag name")]
+    ReservedId {
+        /// What the id identifies.
+        what: &'static str,
+        /// The id.
+        id: String,
+    },
+}
+
+/// What rendering produced.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Rendered {
+    /// The envelope text.
+    pub text: String,
+    /// Every nonce the text's closers carry, in order: the live nonces that must never
+    /// come back in a tool call's arguments.
+    pub nonces: Vec<String>,
+    /// What neutralisation changed in the bodies (sealed mode), for the audit log.
+    pub findings: Vec<Finding>,
+    /// The tool named by a tool result that the registry did not hold (rendered
+    /// untrusted).
+    pub unknown_tool: Option<String>,
+}
+
+impl Rendered {
+    /// The first nonce, for single-block renders.
+    pub fn nonce(&self) -> Option<&str> {
+        self.nonces.first().map(String::as_str)
+    }
+}
+
+/// Renders content into envelopes. One per session: in sealed mode it holds the
+/// session's key.
+#[derive(Debug, Clone)]
+pub struct Renderer {
+    key: Option<SessionKey>,
+}
+
+/// One envelope under construction.
+struct Spec<'a> {
+    tier: Tier,
+    /// The identity a sealed nonce is derived from; compat mode uses `public` instead.
+    identity: &'a [&'a str],
+    /// The compat nonce (the reference's public value).
+    public: &'a str,
+    /// Attributes after `nonce`, in order; `None` values are left out.
+    attrs: Vec<(&'a str, Option<Cow<'a, str>>)>,
+    /// Attributes before `nonce` in compat mode (the reference writes `source` first on
+    /// first-party records).
+    leading_compat: Vec<(&'a str, Option<Cow<'a, str>>)>,
+    /// Whether the reference writes a `nonce` attribute for this tier.
+    nonce_attr: bool,
+}
+
+impl Renderer {
+    /// A sealed-mode renderer (the default mode) keyed by `key`.
+    pub fn sealed(key: SessionKey) -> Self {
+        Renderer { key: Some(key) }
+    }
+
+    /// A compat-mode renderer, byte-identical to the reference format.
+    pub fn compat() -> Self {
+        Renderer { key: None }
+    }
+
+    /// The renderer's mode.
+    pub fn mode(&self) -> Mode {
+        if self.key.is_some() {
+            Mode::Sealed
+        } else {
+            Mode::Compat
+        }
+    }
+
+    /// The developer's policy: `<system_instructions kind="developer-rules">`, no nonce,
+    /// empty items dropped, items joined by a blank line; nothing when no item is left.
+    /// Instructions come only from the developer's code or `trusted, instruction` tools.
+    pub fn developer_policy(
+        &self,
+        items: &[Instruction],
+        version: Option<&str>,
+    ) -> Result<String, RenderError> {
+        let parts: Vec<&str> = items
+            .iter()
+            .map(Instruction::as_str)
+            .filter(|text| !text.is_empty())
+            .collect();
+        if parts.is_empty() {
+            return Ok(String::new());
+        }
+        let body = parts.join("\n\n");
+        refuse_closers(Tier::DeveloperPolicy, &body, &["</system_instructions>"])?;
+        let mut out = String::with_capacity(body.len() + 64);
+        out.push_str("<system_instructions kind=\"developer-rules\"");
+        if let Some(version) = version {
+            out.push_str(" version=\"");
+            escape_attr(&mut out, version);
+            out.push('"');
+        }
+        out.push_str(">\n");
+        out.push_str(&body);
+        out.push_str("\n</system_instructions>");
+        Ok(out)
+    }
+
+    /// A tool's output, with the trust the registry gives the tool now: a tool the
+    /// registry does not hold renders untrusted with one `tracing` warning; errors,
+    /// media, retrieved records and artifact handles render untrusted whatever the tool
+    /// declares.
+    pub fn tool_output(
+        &self,
+        registry: &Registry,
+        output: &ToolOutput,
+    ) -> Result<Rendered, RenderError> {
+        let spec = registry.spec(&output.tool).ok();
+        if spec.is_none() {
+            tracing::warn!(tool = %output.tool, "{}", unknown_tool_warning(&output.tool));
+        }
+        let trusted =
+            spec.is_some_and(|spec| spec.trust == Trust::Trusted) && output.trust == Trust::Trusted;
+        let instruction = trusted
+            && spec.is_some_and(|spec| spec.output == OutputKind::Instruction)
+            && output.output == OutputKind::Instruction;
+        let mut rendered = match &output.content {
+            Content::Retrieved(records) => self.retrieved(&records.0)?,
+            content => {
+                let (kind, trusted) = match content {
+                    _ if output.failed => ("tool-error", false),
+                    Content::Media(_) => ("media-fallback", false),
+                    Content::Artifact(_) => ("artifact-handle", false),
+                    _ if trusted => ("trusted-tool-result", true),
+                    _ => ("tool-result", false),
+                };
+                self.tool_result_block(
+                    &output.tool,
+                    &output.call_id,
+                    output.checksum,
+                    kind,
+                    trusted,
+                    instruction && trusted,
+                    &content.to_text(),
+                )?
+            }
+        };
+        if spec.is_none() {
+            rendered.unknown_tool = Some(output.tool.clone());
+        }
+        Ok(rendered)
+    }
+
+    /// A tool result from its parts: `trust` decides the tier
+    /// (`trusted_content_…` with `kind="trusted-tool-result"`, or
+    /// `untrusted_content_…` with `kind="tool-result"`). The compat nonce is the checksum.
+    pub fn tool_result(
+        &self,
+        tool: &str,
+        call_id: &Id,
+        checksum: Checksum,
+        trust: Trust,
+        output: OutputKind,
+        body: &str,
+    ) -> Result<Rendered, RenderError> {
+        let trusted = trust == Trust::Trusted;
+        let kind = if trusted {
+            "trusted-tool-result"
+        } else {
+            "tool-result"
+        };
+        let instruction = trusted && output == OutputKind::Instruction;
+        self.tool_result_block(tool, call_id, checksum, kind, trusted, instruction, body)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn tool_result_block(
+        &self,
+        tool: &str,
+        call_id: &Id,
+        checksum: Checksum,
+        kind: &'static str,
+        trusted: bool,
+        instruction: bool,
+        body: &str,
+    ) -> Result<Rendered, RenderError> {
+        let checksum = checksum.to_hex();
+        let tier = if trusted {
+            Tier::TrustedContent
+        } else {
+            Tier::UntrustedContent
+        };
+        let sealed = self.key.is_some();
+        let spec = Spec {
+            tier,
+            identity: &[call_id.as_str(), &checksum],
+            public: &checksum,
+            attrs: vec![
+                ("kind", Some(kind.into())),
+                ("tool", (!tool.is_empty()).then(|| tool.into())),
+                ("call", sealed.then(|| call_id.as_str().into())),
+                ("checksum", sealed.then(|| checksum.as_str().into())),
+                (
+                    "output",
+                    (sealed && instruction).then(|| "instruction".into()),
+                ),
+            ],
+            leading_compat: Vec::new(),
+            nonce_attr: true,
+        };
+        let mut rendered = Rendered::default();
+        self.leaf(&mut rendered, spec, body, &[])?;
+        Ok(rendered)
+    }
+
+    /// A user's or peer agent's message; always untrusted.
+    pub fn message(&self, message: &Message) -> Result<Rendered, RenderError> {
+        checked_id("message", &message.id)?;
+        let sealed = self.key.is_some();
+        let (tier, role) = match message.sender {
+            Sender::User => (Tier::Message, Some("user")),
+            Sender::Peer => (Tier::PeerOutput, None),
+        };
+        let spec = Spec {
+            tier,
+            identity: &[&message.id],
+            public: &message.id,
+            attrs: vec![
+                ("id", sealed.then(|| message.id.as_str().into())),
+                ("from", Some(message.from.as_str().into())),
+                ("role", role.map(Cow::Borrowed)),
+                (
+                    "createdAt",
+                    message.created_at.as_deref().map(Cow::Borrowed),
+                ),
+            ],
+            leading_compat: Vec::new(),
+            nonce_attr: sealed,
+        };
+        let mut rendered = Rendered::default();
+        self.leaf(&mut rendered, spec, &message.content, &[])?;
+        Ok(rendered)
+    }
+
+    /// A reasoning trace; a peer's is wrapped in `<peer_agent_output_…>`.
+    pub fn thought(&self, thought: &Thought) -> Result<Rendered, RenderError> {
+        checked_id("thought", &thought.id)?;
+        let sealed = self.key.is_some();
+        let thought_spec = Spec {
+            tier: Tier::Thought,
+            identity: &[&thought.id],
+            public: &thought.id,
+            attrs: vec![
+                ("id", sealed.then(|| thought.id.as_str().into())),
+                ("kind", Some(thought.kind.as_str().into())),
+                ("from", Some(thought.from.as_str().into())),
+                (
+                    "createdAt",
+                    thought.created_at.as_deref().map(Cow::Borrowed),
+                ),
+            ],
+            leading_compat: Vec::new(),
+            nonce_attr: true,
+        };
+        let mut rendered = Rendered::default();
+        if thought.kind == ThoughtKind::SelfReasoning {
+            self.leaf(&mut rendered, thought_spec, &thought.content, &[])?;
+            return Ok(rendered);
+        }
+        let peer_spec = Spec {
+            tier: Tier::PeerOutput,
+            identity: &[&thought.id],
+            public: &thought.id,
+            attrs: vec![
+                ("id", sealed.then(|| thought.id.as_str().into())),
+                ("kind", Some("reasoning".into())),
+                ("from", Some(thought.from.as_str().into())),
+                (
+                    "createdAt",
+                    thought.created_at.as_deref().map(Cow::Borrowed),
+                ),
+            ],
+            leading_compat: Vec::new(),
+            nonce_attr: sealed,
+        };
+        let (peer_nonce, open) = self.opener(&peer_spec);
+        let close = closer(Tier::PeerOutput, &peer_nonce);
+        rendered.text.push_str(&open);
+        rendered.text.push('\n');
+        rendered.nonces.push(peer_nonce);
+        self.leaf(&mut rendered, thought_spec, &thought.content, &[&close])?;
+        rendered.text.push('\n');
+        rendered.text.push_str(&close);
+        Ok(rendered)
+    }
+
+    /// Memories, in the order given, inside one `<memories>` parent; nothing when empty.
+    pub fn memories(&self, memories: &[Memory]) -> Result<Rendered, RenderError> {
+        let mut rendered = Rendered::default();
+        if memories.is_empty() {
+            return Ok(rendered);
+        }
+        let sealed = self.key.is_some();
+        rendered.text.push_str("<memories>\n");
+        for (index, memory) in memories.iter().enumerate() {
+            checked_id("memory", &memory.id)?;
+            if index > 0 {
+                rendered.text.push('\n');
+            }
+            let spec = Spec {
+                tier: Tier::Memory,
+                identity: &[&memory.id],
+                public: &memory.id,
+                attrs: vec![
+                    ("id", sealed.then(|| memory.id.as_str().into())),
+                    ("source", memory.source.as_deref().map(Cow::Borrowed)),
+                    ("createdAt", memory.created_at.as_deref().map(Cow::Borrowed)),
+                    ("kind", memory.kind.as_deref().map(Cow::Borrowed)),
+                    (
+                        "score",
+                        memory.score.map(|score| format_number(score).into()),
+                    ),
+                ],
+                leading_compat: Vec::new(),
+                nonce_attr: true,
+            };
+            self.leaf(&mut rendered, spec, &memory.content, &["</memories>"])?;
+        }
+        rendered.text.push_str("\n</memories>");
+        Ok(rendered)
+    }
+
+    /// Retrieved records: the reference's directive, then first-party records (in the
+    /// order given) inside `<retrieved_corpus>`, then third-party public and then
+    /// third-party private records (each by creation time, then id) as untrusted
+    /// content; groups separated by a blank line. Nothing when there are no records.
+    pub fn retrieved(&self, records: &[RetrievedRecord]) -> Result<Rendered, RenderError> {
+        let mut rendered = Rendered::default();
+        if records.is_empty() {
+            return Ok(rendered);
+        }
+        for record in records {
+            checked_id("retrieved record", &record.id)?;
+            if Tier::Retrieved.tag_name(&record.id) == Tier::RetrievedCorpus.tag() {
+                return Err(RenderError::ReservedId {
+                    what: "retrieved record",
+                    id: record.id.clone(),
+                });
+            }
+        }
+        let sealed = self.key.is_some();
+        rendered.text.push_str(RETRIEVED_DIRECTIVE);
+
+        let first_party: Vec<&RetrievedRecord> = records
+            .iter()
+            .filter(|record| record.tier == SourceTier::FirstParty)
+            .collect();
+        if !first_party.is_empty() {
+            rendered.text.push_str("\n\n<retrieved_corpus>\n");
+            for (index, record) in first_party.into_iter().enumerate() {
+                if index > 0 {
+                    rendered.text.push('\n');
+                }
+                let source = record.source.as_deref().map(Cow::Borrowed);
+                let spec = Spec {
+                    tier: Tier::Retrieved,
+                    identity: &[&record.id],
+                    public: &record.id,
+                    attrs: vec![
+                        ("id", sealed.then(|| record.id.as_str().into())),
+                        ("source", if sealed { source.clone() } else { None }),
+                        ("createdAt", record.created_at.as_deref().map(Cow::Borrowed)),
+                        ("kind", record.kind.as_deref().map(Cow::Borrowed)),
+                        (
+                            "score",
+                            record.score.map(|score| format_number(score).into()),
+                        ),
+                    ],
+                    leading_compat: vec![("source", source)],
+                    nonce_attr: true,
+                };
+                self.leaf(
+                    &mut rendered,
+                    spec,
+                    &record.content,
+                    &["</retrieved_corpus>"],
+                )?;
+            }
+            rendered.text.push_str("\n</retrieved_corpus>");
+        }
+
+        for (tier, kind) in [
+            (SourceTier::ThirdPartyPublic, "retrieved-third-party-public"),
+            (
+                SourceTier::ThirdPartyPrivate,
+                "retrieved-third-party-private",
+            ),
+        ] {
+            let mut group: Vec<(&RetrievedRecord, Option<i128>)> = records
+                .iter()
+                .filter(|record| record.tier == tier)
+                .map(|record| (record, compat::millis(record.created_at.as_deref())))
+                .collect();
+            if group.is_empty() {
+                continue;
+            }
+            group.sort_by(|(a, a_time), (b, b_time)| {
+                compat::record_order(*a_time, &a.id, *b_time, &b.id)
+            });
+            rendered.text.push_str("\n\n");
+            for (index, (record, _)) in group.into_iter().enumerate() {
+                if index > 0 {
+                    rendered.text.push('\n');
+                }
+                let spec = Spec {
+                    tier: Tier::UntrustedContent,
+                    identity: &[&record.id],
+                    public: &record.id,
+                    attrs: vec![
+                        ("kind", Some(kind.into())),
+                        ("id", sealed.then(|| record.id.as_str().into())),
+                        ("tool", record.source.as_deref().map(Cow::Borrowed)),
+                    ],
+                    leading_compat: Vec::new(),
+                    nonce_attr: true,
+                };
+                self.leaf(&mut rendered, spec, &record.content, &[])?;
+            }
+        }
+        Ok(rendered)
+    }
+
+    /// The nonce and opening tag of `spec` (without the newline that follows it).
+    fn opener(&self, spec: &Spec<'_>) -> (String, String) {
+        let nonce = match &self.key {
+            Some(key) => {
+                let kind = spec.attrs.iter().find_map(|(name, value)| {
+                    (*name == "kind").then_some(value.as_deref()).flatten()
+                });
+                key.nonce(nonce_domain(spec.tier, kind), spec.identity)
+            }
+            None => spec.public.to_owned(),
+        };
+        let mut out = String::with_capacity(96);
+        out.push('<');
+        out.push_str(spec.tier.tag());
+        out.push_str(&nonce);
+        if self.key.is_none() {
+            push_attrs(&mut out, &spec.leading_compat);
+        }
+        if spec.nonce_attr {
+            out.push_str(" nonce=\"");
+            escape_attr(&mut out, &nonce);
+            out.push('"');
+        }
+        push_attrs(&mut out, &spec.attrs);
+        out.push('>');
+        (nonce, out)
+    }
+
+    /// Appends one leaf envelope: opener, newline, body, newline, closer. The body is
+    /// refused if it holds its own closer or one of `enclosing` (compat mode; sealed mode
+    /// neutralises those), and in sealed mode it is neutralised.
+    fn leaf(
+        &self,
+        rendered: &mut Rendered,
+        spec: Spec<'_>,
+        body: &str,
+        enclosing: &[&str],
+    ) -> Result<(), RenderError> {
+        let tier = spec.tier;
+        let (nonce, open) = self.opener(&spec);
+        let close = closer(tier, &nonce);
+        refuse_keyed_closers(tier, body, &nonce)?;
+        let body: Cow<'_, str> = match &self.key {
+            Some(_) => {
+                let neutralised = neutralise(body);
+                rendered.findings.extend(neutralised.findings);
+                neutralised.text
+            }
+            None => {
+                refuse_closers(tier, body, enclosing)?;
+                match tier {
+                    Tier::Message | Tier::PeerOutput => compat::neutralise_messages(body),
+                    _ => Cow::Borrowed(body),
+                }
+            }
+        };
+        let text = &mut rendered.text;
+        text.reserve(open.len() + body.len() + close.len() + 2);
+        text.push_str(&open);
+        text.push('\n');
+        text.push_str(&body);
+        text.push('\n');
+        text.push_str(&close);
+        rendered.nonces.push(nonce);
+        Ok(())
+    }
+}
+
+fn push_attrs(out: &mut String, attrs: &[(&str, Option<Cow<'_, str>>)]) {
+    for (name, value) in attrs {
+        if let Some(value) = value {
+            out.push(' ');
+            out.push_str(name);
+            out.push_str("=\"");
+            escape_attr(out, value);
+            out.push('"');
+        }
+    }
+}
+
+/// The closing tag of a block of `tier` keyed by `nonce`.
+pub(crate) fn closer(tier: Tier, nonce: &str) -> String {
+    format!("</{}>", tier.tag_name(nonce))
+}
+
+fn refuse_closers(tier: Tier, body: &str, closers: &[&str]) -> Result<(), RenderError> {
+    for closer in closers {
+        if memmem::find(body.as_bytes(), closer.as_bytes()).is_some() {
+            return Err(RenderError::LiveCloser {
+                tier: tier.name(),
+                closer: (*closer).to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a body holding a closer of any nonce-keyed tier with this block's nonce: its
+/// own closer ends the block early, and a sibling tier's proves the body knows the nonce
+/// (compat nonces are shared across tiers).
+fn refuse_keyed_closers(tier: Tier, body: &str, nonce: &str) -> Result<(), RenderError> {
+    let bytes = body.as_bytes();
+    for found in memmem::find_iter(bytes, nonce.as_bytes()) {
+        if bytes.get(found + nonce.len()) != Some(&b'>') {
+            continue;
+        }
+        let before = &body[..found];
+        if let Some(keyed) = Tier::ALL
+            .into_iter()
+            .filter(|tier| tier.is_keyed())
+            .find(|keyed| {
+                before.ends_with(keyed.tag())
+                    && before[..before.len() - keyed.tag().len()].ends_with("</")
+            })
+        {
+            return Err(RenderError::LiveCloser {
+                tier: tier.name(),
+                closer: closer(keyed, nonce),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn checked_id(what: &'static str, id: &str) -> Result<(), RenderError> {
+    validate(id).map_err(|error| RenderError::InvalidId { what, error })
+}
+
+/// A number as JavaScript's `String(n)` writes it.
+fn format_number(value: f64) -> String {
+    ryu_js::Buffer::new().format(value).to_owned()
+}

@@ -1,0 +1,88 @@
+//! What an agent's context holds besides tool output: messages, memories and thoughts.
+//! Each is rendered into its own envelope tier.
+
+use serde::{Deserialize, Serialize};
+
+/// Who sent a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sender {
+    /// A human user (rendered `<message_…>`).
+    User,
+    /// Another agent (rendered `<peer_agent_output_…>`).
+    Peer,
+}
+
+/// A message from a user or a peer agent; always untrusted content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// The message's id; it goes into tag names in compat mode, so it must match
+    /// `[A-Za-z0-9_-]+`.
+    pub id: String,
+    /// Who sent it.
+    pub sender: Sender,
+    /// How the sender is shown (`from="…"`).
+    pub from: String,
+    /// When it was sent, as RFC 3339 text, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// The text.
+    pub content: String,
+}
+
+/// A memory the agent recalls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Memory {
+    /// The memory's id; must match `[A-Za-z0-9_-]+`.
+    pub id: String,
+    /// The remembered text.
+    pub content: String,
+    /// Where it came from, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// When it was written, as RFC 3339 text, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// Its kind, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// A relevance score, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+}
+
+/// Whose reasoning a thought is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ThoughtKind {
+    /// The agent's own earlier reasoning.
+    SelfReasoning,
+    /// A peer agent's reasoning (wrapped in `<peer_agent_output_…>`).
+    PeerReasoning,
+}
+
+impl ThoughtKind {
+    /// The `kind="…"` text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThoughtKind::SelfReasoning => "self-reasoning",
+            ThoughtKind::PeerReasoning => "peer-reasoning",
+        }
+    }
+}
+
+/// A reasoning trace replayed into the context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Thought {
+    /// The thought's id; must match `[A-Za-z0-9_-]+`.
+    pub id: String,
+    /// Whose reasoning it is.
+    pub kind: ThoughtKind,
+    /// Who reasoned (`from="…"`).
+    pub from: String,
+    /// When, as RFC 3339 text, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// The reasoning text.
+    pub content: String,
+}
