@@ -16,6 +16,11 @@ use crate::id::{Id, IdError, hex};
 pub struct Checksum([u8; 32]);
 
 impl Checksum {
+    /// A checksum from its raw digest.
+    pub const fn from_bytes(digest: [u8; 32]) -> Self {
+        Checksum(digest)
+    }
+
     /// The checksum of arbitrary bytes.
     pub fn of(bytes: &[u8]) -> Self {
         Checksum(Sha256::digest(bytes).into())

@@ -38,6 +38,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod audit;
 pub mod block;
 pub mod call;
 pub mod canonical;

@@ -1,0 +1,357 @@
+//! One entry of the audit log: how an event becomes a sealed line, and how a line is
+//! read back and checked on its own (the chain across lines is checked in `verify`).
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::call::Checksum;
+use crate::canonical::{JsonError, canonical_json, parse_strict, write_object};
+use crate::id::{self, IdError};
+
+/// The `prev` of the first entry: 64 zeros.
+pub const GENESIS: Checksum = Checksum::from_bytes([0; 32]);
+
+/// The longest line (entry plus newline) the log writes or reads, so that a reader's
+/// memory stays bounded whatever a file holds.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// The largest sequence number: every integer up to 2^53 survives canonical JSON
+/// (which formats numbers as doubles) exactly.
+pub const MAX_SEQ: u64 = 1 << 53;
+
+/// The fields the log adds to every event; an event may not carry them itself.
+pub const RESERVED_FIELDS: [&str; 4] = ["seq", "ts", "prev", "hash"];
+
+/// An entry as read back from the log.
+///
+/// On disk an entry is one line: the canonical JSON (RFC 8785) of the event's fields
+/// together with `event`, `seq`, `ts`, `prev` and `hash`, followed by `\n`. `hash` is the
+/// lowercase hex SHA-256 of `prev` (its 64 hex characters) followed by the canonical JSON
+/// of the entry without `hash`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// Position in the log, from 1.
+    pub seq: u64,
+    /// When the entry was appended, RFC 3339 in UTC.
+    pub ts: String,
+    /// The event type, e.g. `call_denied`.
+    pub event: String,
+    /// The event's own fields (everything but `event`, `seq`, `ts`, `prev` and `hash`).
+    pub fields: Map<String, Value>,
+    /// The hash of the previous entry ([`GENESIS`] for the first).
+    pub prev: Checksum,
+    /// This entry's hash.
+    pub hash: Checksum,
+}
+
+/// Why an event cannot be recorded. Nothing is written when an event is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    /// The event does not serialize to JSON.
+    #[error("the event does not serialize to JSON: {0}")]
+    Serialize(String),
+    /// The event serializes to something other than a JSON object.
+    #[error("an event must serialize to a JSON object, not {0}")]
+    NotAnObject(&'static str),
+    /// The event has no `event` field naming its type.
+    #[error("an event must have a string field \"event\" naming its type")]
+    MissingType,
+    /// The `event` field is not a string.
+    #[error("the \"event\" field must be a string naming the event type, not {0}")]
+    TypeNotAString(&'static str),
+    /// The event type is not a valid name.
+    #[error("event type: {0}")]
+    BadType(#[source] IdError),
+    /// The event carries a field the log sets itself.
+    #[error("the event field {0:?} is reserved for the log; rename it")]
+    ReservedField(&'static str),
+    /// The sealed entry would be longer than [`MAX_LINE_BYTES`].
+    #[error("the entry is {len} bytes; an audit entry is at most {max} bytes")]
+    TooLarge {
+        /// The length of the line that would have been written.
+        len: usize,
+        /// [`MAX_LINE_BYTES`].
+        max: usize,
+    },
+}
+
+/// An event's fields, checked and ready to be sealed into an entry.
+pub(crate) struct Body(Map<String, Value>);
+
+impl Body {
+    /// Serializes `event` and checks its shape.
+    pub(crate) fn of<T: Serialize + ?Sized>(event: &T) -> Result<Body, EventError> {
+        let value = serde_json::to_value(event)
+            .map_err(|error| EventError::Serialize(error.to_string()))?;
+        let Value::Object(fields) = value else {
+            return Err(EventError::NotAnObject(type_name(&value)));
+        };
+        match fields.get("event") {
+            None => return Err(EventError::MissingType),
+            Some(Value::String(kind)) => id::validate(kind).map_err(EventError::BadType)?,
+            Some(other) => return Err(EventError::TypeNotAString(type_name(other))),
+        }
+        if let Some(reserved) = RESERVED_FIELDS
+            .into_iter()
+            .find(|f| fields.contains_key(*f))
+        {
+            return Err(EventError::ReservedField(reserved));
+        }
+        Ok(Body(fields))
+    }
+
+    /// Seals the body as entry `seq`: returns the line to write (with its newline) and
+    /// the entry's hash.
+    pub(crate) fn seal(
+        mut self,
+        seq: u64,
+        ts: String,
+        prev: &Checksum,
+    ) -> Result<(Vec<u8>, Checksum), EventError> {
+        let fields = &mut self.0;
+        fields.insert("seq".to_owned(), Value::from(seq));
+        fields.insert("ts".to_owned(), Value::String(ts));
+        fields.insert("prev".to_owned(), Value::String(prev.to_hex()));
+        let hash = entry_hash(prev, fields);
+        fields.insert("hash".to_owned(), Value::String(hash.to_hex()));
+        let mut line = canonical_json(&Value::Object(self.0)).into_bytes();
+        line.push(b'\n');
+        if line.len() > MAX_LINE_BYTES {
+            return Err(EventError::TooLarge {
+                len: line.len(),
+                max: MAX_LINE_BYTES,
+            });
+        }
+        Ok((line, hash))
+    }
+}
+
+/// `SHA-256(prev_hex ‖ canonical(entry without hash))`; `fields` must not hold `hash`.
+fn entry_hash(prev: &Checksum, fields: &Map<String, Value>) -> Checksum {
+    let mut text = String::with_capacity(256);
+    write_object(&mut text, fields);
+    let mut hasher = Sha256::new();
+    hasher.update(prev.to_hex().as_bytes());
+    hasher.update(text.as_bytes());
+    Checksum::from_bytes(hasher.finalize().into())
+}
+
+/// What is wrong with one line, judged on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LineFault {
+    /// Not an entry at all: not UTF-8, not JSON, or missing or mistyped fields. A crash
+    /// mid-write leaves this (or [`LineFault::NotCanonical`]) at the tail.
+    Malformed(String),
+    /// A valid entry written in other bytes than its canonical form.
+    NotCanonical,
+    /// Well-formed, but the stated hash is not the hash of the content.
+    HashMismatch {
+        stated: Checksum,
+        computed: Checksum,
+    },
+}
+
+impl LineFault {
+    /// Whether a crash in the middle of writing the line can explain the fault.
+    pub(crate) fn could_be_torn(&self) -> bool {
+        matches!(self, LineFault::Malformed(_) | LineFault::NotCanonical)
+    }
+}
+
+/// Parses one line (without its newline) and checks that it is canonical and that its
+/// hash matches its content.
+pub(crate) fn read_line(line: &[u8]) -> Result<Entry, LineFault> {
+    let text = std::str::from_utf8(line)
+        .map_err(|error| LineFault::Malformed(format!("not UTF-8: {error}")))?;
+    let value =
+        parse_strict(text).map_err(|error: JsonError| LineFault::Malformed(error.to_string()))?;
+    let Value::Object(mut fields) = value else {
+        return Err(LineFault::Malformed(format!(
+            "an entry is a JSON object, not {}",
+            type_name(&value)
+        )));
+    };
+    if canonical_json_of(&fields) != text {
+        return Err(LineFault::NotCanonical);
+    }
+    let stated = take_checksum(&mut fields, "hash")?;
+    let prev = checksum_field(&fields, "prev")?;
+    let computed = entry_hash(&prev, &fields);
+    if computed != stated {
+        return Err(LineFault::HashMismatch { stated, computed });
+    }
+    let seq = match fields.remove("seq") {
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .filter(|&n| (1..=MAX_SEQ).contains(&n))
+            .ok_or_else(|| {
+                LineFault::Malformed(format!(
+                    "\"seq\" must be an integer from 1 to 2^53, not {n}"
+                ))
+            })?,
+        other => return Err(missing(other.as_ref(), "seq", "an integer")),
+    };
+    let ts = take_string(&mut fields, "ts")?;
+    let event = take_string(&mut fields, "event")?;
+    fields.remove("prev");
+    Ok(Entry {
+        seq,
+        ts,
+        event,
+        fields,
+        prev,
+        hash: stated,
+    })
+}
+
+fn canonical_json_of(fields: &Map<String, Value>) -> String {
+    let mut text = String::with_capacity(256);
+    write_object(&mut text, fields);
+    text
+}
+
+fn checksum_field(fields: &Map<String, Value>, name: &str) -> Result<Checksum, LineFault> {
+    match fields.get(name) {
+        Some(Value::String(text)) => text.parse().map_err(|_| {
+            LineFault::Malformed(format!("\"{name}\" must be 64 lowercase hex characters"))
+        }),
+        other => Err(missing(other, name, "a string")),
+    }
+}
+
+fn take_checksum(fields: &mut Map<String, Value>, name: &str) -> Result<Checksum, LineFault> {
+    let checksum = checksum_field(fields, name)?;
+    fields.remove(name);
+    Ok(checksum)
+}
+
+fn take_string(fields: &mut Map<String, Value>, name: &str) -> Result<String, LineFault> {
+    match fields.remove(name) {
+        Some(Value::String(text)) => Ok(text),
+        other => Err(missing(other.as_ref(), name, "a string")),
+    }
+}
+
+fn missing(found: Option<&Value>, name: &str, wanted: &str) -> LineFault {
+    match found {
+        None => LineFault::Malformed(format!("the entry has no \"{name}\" field")),
+        Some(value) => LineFault::Malformed(format!(
+            "\"{name}\" must be {wanted}, not {}",
+            type_name(value)
+        )),
+    }
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sealed_lines_read_back_as_the_same_entry() {
+        let body =
+            Body::of(&json!({"event": "call_denied", "tool": "send_email", "n": 1.5})).unwrap();
+        let (line, hash) = body
+            .seal(7, "2026-01-01T00:00:00Z".into(), &GENESIS)
+            .unwrap();
+        assert_eq!(line.last(), Some(&b'\n'));
+        let entry = read_line(&line[..line.len() - 1]).unwrap();
+        assert_eq!(entry.seq, 7);
+        assert_eq!(entry.event, "call_denied");
+        assert_eq!(entry.hash, hash);
+        assert_eq!(entry.prev, GENESIS);
+        assert_eq!(
+            entry.fields,
+            *json!({"tool": "send_email", "n": 1.5}).as_object().unwrap()
+        );
+    }
+
+    #[test]
+    fn the_hash_covers_prev_and_the_canonical_entry() {
+        let (line, hash) = Body::of(&json!({"event": "x"}))
+            .unwrap()
+            .seal(1, "t".into(), &GENESIS)
+            .unwrap();
+        let zeros = "0".repeat(64);
+        let expected = Checksum::of(
+            format!(r#"{zeros}{{"event":"x","prev":"{zeros}","seq":1,"ts":"t"}}"#).as_bytes(),
+        );
+        assert_eq!(hash, expected);
+        assert_eq!(
+            String::from_utf8(line).unwrap(),
+            format!(r#"{{"event":"x","hash":"{expected}","prev":"{zeros}","seq":1,"ts":"t"}}"#)
+                + "\n"
+        );
+    }
+
+    #[test]
+    fn events_of_the_wrong_shape_are_refused() {
+        assert_eq!(
+            Body::of(&json!([1])).err(),
+            Some(EventError::NotAnObject("an array"))
+        );
+        assert_eq!(
+            Body::of(&json!({"a": 1})).err(),
+            Some(EventError::MissingType)
+        );
+        assert_eq!(
+            Body::of(&json!({"event": 3})).err(),
+            Some(EventError::TypeNotAString("a number"))
+        );
+        assert!(matches!(
+            Body::of(&json!({"event": "a b"})),
+            Err(EventError::BadType(_))
+        ));
+        for reserved in RESERVED_FIELDS {
+            assert_eq!(
+                Body::of(&json!({"event": "e", reserved: 1})).err(),
+                Some(EventError::ReservedField(reserved))
+            );
+        }
+        let huge = "x".repeat(MAX_LINE_BYTES);
+        assert!(matches!(
+            Body::of(&json!({"event": "e", "data": huge}))
+                .unwrap()
+                .seal(1, "t".into(), &GENESIS),
+            Err(EventError::TooLarge { .. })
+        ));
+        let mut map = std::collections::BTreeMap::new();
+        map.insert(vec![1u8], 1);
+        assert!(matches!(Body::of(&map), Err(EventError::Serialize(_))));
+    }
+
+    #[test]
+    fn lines_are_checked_on_their_own() {
+        let (line, _) = Body::of(&json!({"event": "x", "a": "b"}))
+            .unwrap()
+            .seal(1, "t".into(), &GENESIS)
+            .unwrap();
+        let text = std::str::from_utf8(&line[..line.len() - 1]).unwrap();
+        assert!(matches!(
+            read_line(b"{\"a\":"),
+            Err(LineFault::Malformed(_))
+        ));
+        assert!(matches!(read_line(b"\xff"), Err(LineFault::Malformed(_))));
+        assert!(matches!(read_line(b"[]"), Err(LineFault::Malformed(_))));
+        let spaced = text.replacen(':', ": ", 1);
+        assert_eq!(read_line(spaced.as_bytes()), Err(LineFault::NotCanonical));
+        let changed = text.replace("\"b\"", "\"c\"");
+        assert!(matches!(
+            read_line(changed.as_bytes()),
+            Err(LineFault::HashMismatch { .. })
+        ));
+        assert!(LineFault::NotCanonical.could_be_torn());
+    }
+}

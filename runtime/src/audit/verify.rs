@@ -1,0 +1,332 @@
+//! Reading a log back: every line checked on its own and against the chain, and the
+//! whole against a pinned head.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use super::entry::{Entry, GENESIS, LineFault, MAX_LINE_BYTES, read_line};
+use super::head::Head;
+use crate::call::Checksum;
+
+/// A log that verified: how many entries it holds and its last entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// The number of entries (equal to the last `seq`).
+    pub entries: u64,
+    /// The last entry's `seq` and `hash`.
+    pub head: Head,
+}
+
+/// Where and why a log failed verification.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("seq {seq}: {kind}")]
+pub struct VerifyError {
+    /// The first bad sequence number: the position (counting entries from 1) where the
+    /// chain first fails. Entries before it are intact.
+    pub seq: u64,
+    /// What failed there.
+    pub kind: VerifyErrorKind,
+}
+
+/// What failed. Offsets are byte offsets of the start of the line in the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyErrorKind {
+    /// The file could not be read.
+    #[error("cannot read the log: {0}")]
+    Io(String),
+    /// A line is longer than any entry the log writes.
+    #[error("the line at byte {offset} is longer than {max} bytes")]
+    LineTooLong {
+        /// Start of the line.
+        offset: u64,
+        /// The longest line an entry may take.
+        max: usize,
+    },
+    /// A line is not an entry (not UTF-8, not JSON, or missing or mistyped fields).
+    #[error("the line at byte {offset} is not an entry: {reason}")]
+    Malformed {
+        /// Start of the line.
+        offset: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A line is an entry, but not in the exact canonical bytes the log writes.
+    #[error("the line at byte {offset} is not in canonical form (bytes were changed)")]
+    NotCanonical {
+        /// Start of the line.
+        offset: u64,
+    },
+    /// The entry's content does not hash to its `hash` (its content was changed).
+    #[error(
+        "the entry at byte {offset} was changed: its content hashes to {computed}, not {stated}"
+    )]
+    HashMismatch {
+        /// Start of the line.
+        offset: u64,
+        /// The `hash` the entry states.
+        stated: Checksum,
+        /// The hash of its content.
+        computed: Checksum,
+    },
+    /// An entry is out of sequence: one was deleted, inserted, duplicated or moved.
+    #[error(
+        "the entry at byte {offset} has seq {found} (an entry was deleted, inserted, duplicated or moved)"
+    )]
+    SeqMismatch {
+        /// Start of the line.
+        offset: u64,
+        /// The `seq` the entry states.
+        found: u64,
+    },
+    /// An entry does not chain to the one before it.
+    #[error(
+        "the entry at byte {offset} does not chain to the previous entry: prev {found}, expected {expected}"
+    )]
+    ChainBroken {
+        /// Start of the line.
+        offset: u64,
+        /// The `prev` the entry states.
+        found: Checksum,
+        /// The previous entry's hash.
+        expected: Checksum,
+    },
+    /// The file ends in a partial line: a write that a crash interrupted (such an entry
+    /// was never acknowledged) — or bytes someone appended or cut.
+    #[error("torn tail: {len} bytes at byte {offset} are not a complete entry")]
+    TornTail {
+        /// Where the partial line starts (the length of the intact log).
+        offset: u64,
+        /// Its length in bytes.
+        len: u64,
+    },
+    /// The log ends before the pinned head: entries were cut off its end.
+    #[error("truncated: the log ends at seq {last}, but the head pins seq {head_seq}")]
+    Truncated {
+        /// The last entry present.
+        last: u64,
+        /// The pinned head's seq.
+        head_seq: u64,
+    },
+    /// The entry at the pinned head's seq is not the pinned one: the log was rewritten.
+    #[error("the entry at the head's seq has hash {found}; the head pins {pinned}")]
+    HeadMismatch {
+        /// The pinned hash.
+        pinned: Checksum,
+        /// The hash found at that seq.
+        found: Checksum,
+    },
+}
+
+/// Verifies the log at `path` and, when `head` is given, that it still holds the
+/// entries the head pins.
+///
+/// Every line must be an entry in exact canonical bytes, hash to its `hash`, carry the
+/// next `seq` and chain to the previous entry through `prev`; so any changed byte and
+/// any deleted, inserted, duplicated or reordered entry fails, and the error names the
+/// first bad `seq`. Cutting whole entries off the end leaves a valid shorter log, which
+/// only a head pinned beforehand can reveal: keep one (see [`AuditLog`](super::AuditLog)).
+///
+/// ```no_run
+/// use tooltrust::audit::{Head, verify};
+/// let pinned = Head::read("/secure/elsewhere/audit.head")?;
+/// let report = verify("/var/lib/agent/audit/audit.jsonl".as_ref(), Some(&pinned))?;
+/// println!("ok: {} entries, head {}", report.entries, report.head.hash);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn verify(path: &Path, head: Option<&Head>) -> Result<VerifyReport, VerifyError> {
+    let file = File::open(path).map_err(|error| VerifyError {
+        seq: 1,
+        kind: VerifyErrorKind::Io(format!("{}: {error}", path.display())),
+    })?;
+    let mut reader = EntryReader::new(BufReader::with_capacity(1 << 16, file), head.copied());
+    for entry in &mut reader {
+        entry?;
+    }
+    reader.finish()
+}
+
+/// Reads entries in order and checks each against the chain (and against a pinned
+/// head, if given); the first failure ends the iteration.
+///
+/// ```no_run
+/// use std::{fs::File, io::BufReader};
+/// use tooltrust::audit::EntryReader;
+/// let file = File::open("audit.jsonl")?;
+/// let mut reader = EntryReader::new(BufReader::new(file), None);
+/// for entry in &mut reader {
+///     let entry = entry?;
+///     println!("{} {} {}", entry.seq, entry.ts, entry.event);
+/// }
+/// let report = reader.finish()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct EntryReader<R> {
+    reader: R,
+    pinned: Option<Head>,
+    /// Bytes of the intact entries read so far.
+    good_len: u64,
+    tip: Head,
+    torn: Option<Vec<u8>>,
+    done: bool,
+    line: Vec<u8>,
+}
+
+impl<R: BufRead> EntryReader<R> {
+    /// Reads a log from its start; `pinned` is a head the log must still hold.
+    pub fn new(reader: R, pinned: Option<Head>) -> Self {
+        EntryReader {
+            reader,
+            pinned,
+            good_len: 0,
+            tip: Head::EMPTY,
+            torn: None,
+            done: false,
+            line: Vec::new(),
+        }
+    }
+
+    /// The last intact entry read so far.
+    pub fn tip(&self) -> Head {
+        self.tip
+    }
+
+    /// The length in bytes of the intact entries read so far.
+    pub fn good_len(&self) -> u64 {
+        self.good_len
+    }
+
+    /// The bytes of the torn tail, once the reader has reported one.
+    pub(crate) fn take_torn(&mut self) -> Option<Vec<u8>> {
+        self.torn.take()
+    }
+
+    /// After the last entry: checks that the log reaches the pinned head, and reports.
+    pub fn finish(&self) -> Result<VerifyReport, VerifyError> {
+        if let Some(pinned) = &self.pinned {
+            if pinned.seq > self.tip.seq {
+                return Err(VerifyError {
+                    seq: self.tip.seq + 1,
+                    kind: VerifyErrorKind::Truncated {
+                        last: self.tip.seq,
+                        head_seq: pinned.seq,
+                    },
+                });
+            }
+            if pinned.seq == 0 && pinned.hash != GENESIS {
+                return Err(head_mismatch(pinned, GENESIS));
+            }
+        }
+        Ok(VerifyReport {
+            entries: self.tip.seq,
+            head: self.tip,
+        })
+    }
+
+    fn fail(&mut self, kind: VerifyErrorKind) -> Option<Result<Entry, VerifyError>> {
+        self.done = true;
+        Some(Err(VerifyError {
+            seq: self.tip.seq + 1,
+            kind,
+        }))
+    }
+}
+
+fn head_mismatch(pinned: &Head, found: Checksum) -> VerifyError {
+    VerifyError {
+        seq: pinned.seq,
+        kind: VerifyErrorKind::HeadMismatch {
+            pinned: pinned.hash,
+            found,
+        },
+    }
+}
+
+impl<R: BufRead> Iterator for EntryReader<R> {
+    type Item = Result<Entry, VerifyError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let offset = self.good_len;
+        self.line.clear();
+        let limit = MAX_LINE_BYTES as u64 + 1;
+        if let Err(error) = (&mut self.reader)
+            .take(limit)
+            .read_until(b'\n', &mut self.line)
+        {
+            return self.fail(VerifyErrorKind::Io(error.to_string()));
+        }
+        if self.line.is_empty() {
+            self.done = true;
+            return None;
+        }
+        let complete = self.line.last() == Some(&b'\n');
+        if self.line.len() as u64 >= limit {
+            return self.fail(VerifyErrorKind::LineTooLong {
+                offset,
+                max: MAX_LINE_BYTES,
+            });
+        }
+        let at_end = !complete || matches!(self.reader.fill_buf(), Ok(rest) if rest.is_empty());
+        let body = if complete {
+            &self.line[..self.line.len() - 1]
+        } else {
+            &self.line[..]
+        };
+        let parsed = if complete {
+            read_line(body)
+        } else {
+            // A line without its newline was never acknowledged, whatever it holds.
+            Err(LineFault::Malformed("no trailing newline".to_owned()))
+        };
+        let entry = match parsed {
+            Ok(entry) => entry,
+            Err(fault) if at_end && fault.could_be_torn() => {
+                let len = self.line.len() as u64;
+                self.torn = Some(std::mem::take(&mut self.line));
+                return self.fail(VerifyErrorKind::TornTail { offset, len });
+            }
+            Err(LineFault::Malformed(reason)) => {
+                return self.fail(VerifyErrorKind::Malformed { offset, reason });
+            }
+            Err(LineFault::NotCanonical) => {
+                return self.fail(VerifyErrorKind::NotCanonical { offset });
+            }
+            Err(LineFault::HashMismatch { stated, computed }) => {
+                return self.fail(VerifyErrorKind::HashMismatch {
+                    offset,
+                    stated,
+                    computed,
+                });
+            }
+        };
+        if entry.seq != self.tip.seq + 1 {
+            return self.fail(VerifyErrorKind::SeqMismatch {
+                offset,
+                found: entry.seq,
+            });
+        }
+        if entry.prev != self.tip.hash {
+            return self.fail(VerifyErrorKind::ChainBroken {
+                offset,
+                found: entry.prev,
+                expected: self.tip.hash,
+            });
+        }
+        if let Some(pinned) = self.pinned
+            && pinned.seq == entry.seq
+            && pinned.hash != entry.hash
+        {
+            self.done = true;
+            return Some(Err(head_mismatch(&pinned, entry.hash)));
+        }
+        self.tip = Head {
+            seq: entry.seq,
+            hash: entry.hash,
+        };
+        self.good_len += self.line.len() as u64;
+        Some(Ok(entry))
+    }
+}
