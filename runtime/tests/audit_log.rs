@@ -103,7 +103,8 @@ fn refused_events_write_nothing_and_take_no_seq() {
     let log = AuditLog::open(dir.path()).unwrap();
     log.append(&event(1)).unwrap();
     let before = std::fs::read(dir.path().join(LOG_FILE)).unwrap();
-    let refused: [(Value, fn(&EventError) -> bool); 5] = [
+    type Check = fn(&EventError) -> bool;
+    let refused: [(Value, Check); 5] = [
         (json!("text"), |e| matches!(e, EventError::NotAnObject(_))),
         (json!({"tool": "x"}), |e| *e == EventError::MissingType),
         (json!({"event": ["x"]}), |e| {
