@@ -1,0 +1,426 @@
+//! Disk errors: a full disk (a writer that fails part-way), failing syncs, cut-backs and
+//! head writes, a panicking storage, and a read-only directory. Each gives a typed
+//! error; no acknowledged entry is lost and the log is never left corrupt.
+
+mod audit_common;
+
+use std::io::{self, Read};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use audit_common::{event, receipts};
+use tooltrust::audit::{
+    AuditError, AuditLog, AuditOptions, FileStorage, HEAD_FILE, Head, LOG_FILE, Receipt, Storage,
+    verify,
+};
+
+/// Which faults to inject; shared between the test and the storage it wraps.
+#[derive(Clone, Default)]
+struct Faults(Arc<Mutex<FaultState>>);
+
+#[derive(Default)]
+struct FaultState {
+    /// Bytes that may still be written before the disk is full (`None`: no limit).
+    write_budget: Option<usize>,
+    /// Lift the limit after this many writes have failed for lack of space.
+    free_space_after: Option<usize>,
+    fail_sync: bool,
+    fail_truncate: bool,
+    fail_head: bool,
+    panic_on_append: bool,
+}
+
+impl Faults {
+    fn set(&self) -> MutexGuard<'_, FaultState> {
+        self.0.lock().unwrap()
+    }
+}
+
+struct Faulty {
+    inner: FileStorage,
+    faults: Faults,
+}
+
+fn injected(kind: io::ErrorKind) -> io::Error {
+    io::Error::new(kind, "injected fault")
+}
+
+impl Storage for Faulty {
+    fn read_log(&mut self) -> io::Result<Box<dyn Read + '_>> {
+        self.inner.read_log()
+    }
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.faults.set().panic_on_append {
+            panic!("injected panic");
+        }
+        let allowed = {
+            let mut faults = self.faults.set();
+            match &mut faults.write_budget {
+                None => bytes.len(),
+                Some(budget) => {
+                    let allowed = (*budget).min(bytes.len());
+                    *budget -= allowed;
+                    allowed
+                }
+            }
+        };
+        if allowed < bytes.len() {
+            let mut faults = self.faults.set();
+            if let Some(left) = &mut faults.free_space_after {
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    faults.write_budget = None;
+                }
+            }
+        }
+        // Like a real full disk: what fits is written, then the write fails.
+        self.inner.append(&bytes[..allowed])?;
+        if allowed < bytes.len() {
+            return Err(injected(io::ErrorKind::StorageFull));
+        }
+        Ok(())
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        if self.faults.set().fail_sync {
+            return Err(injected(io::ErrorKind::Other));
+        }
+        self.inner.sync()
+    }
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        if self.faults.set().fail_truncate {
+            return Err(injected(io::ErrorKind::Other));
+        }
+        self.inner.truncate(len)
+    }
+    fn read_head(&mut self) -> io::Result<Option<Vec<u8>>> {
+        self.inner.read_head()
+    }
+    fn write_head(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.faults.set().fail_head {
+            return Err(injected(io::ErrorKind::StorageFull));
+        }
+        self.inner.write_head(bytes)
+    }
+    fn save_torn(&mut self, offset: u64, bytes: &[u8]) -> io::Result<PathBuf> {
+        self.inner.save_torn(offset, bytes)
+    }
+}
+
+fn open_faulty(dir: &Path, head_every: u64) -> (AuditLog, Faults) {
+    let faults = Faults::default();
+    let storage = Faulty {
+        inner: FileStorage::open(dir).unwrap(),
+        faults: faults.clone(),
+    };
+    let options = AuditOptions {
+        head_every,
+        head_interval: Duration::from_secs(3600),
+    };
+    (AuditLog::open_with(storage, options).unwrap(), faults)
+}
+
+fn io_failure(result: Result<Receipt, AuditError>) -> (&'static str, io::ErrorKind) {
+    match result {
+        Err(AuditError::Io { op, source }) => (op, source.kind()),
+        other => panic!("expected an I/O error, got {other:?}"),
+    }
+}
+
+/// The log on disk holds exactly these entries, and verifies.
+fn assert_log_holds(dir: &Path, acknowledged: &[Receipt]) {
+    let path = dir.join(LOG_FILE);
+    let report = verify(&path, None).unwrap();
+    assert_eq!(report.entries, acknowledged.len() as u64);
+    let on_disk = receipts(&path);
+    for receipt in acknowledged {
+        assert_eq!(
+            on_disk[receipt.seq as usize - 1],
+            (receipt.seq, receipt.hash.to_hex())
+        );
+    }
+}
+
+#[test]
+fn a_full_disk_fails_the_append_cuts_back_and_the_log_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, faults) = open_faulty(dir.path(), 1);
+    let mut acknowledged: Vec<Receipt> = (1..=5).map(|i| log.append(&event(i)).unwrap()).collect();
+    let len = std::fs::metadata(dir.path().join(LOG_FILE)).unwrap().len();
+
+    faults.set().write_budget = Some(30); // part of the next entry fits
+    assert_eq!(
+        io_failure(log.append(&event(6))),
+        ("write the log file", io::ErrorKind::StorageFull)
+    );
+    assert_eq!(
+        std::fs::metadata(dir.path().join(LOG_FILE)).unwrap().len(),
+        len
+    );
+    assert_log_holds(dir.path(), &acknowledged);
+    assert_eq!(log.head(), Head::read(dir.path().join(HEAD_FILE)).unwrap());
+
+    // Space is freed: the chain resumes after the last acknowledged entry.
+    faults.set().write_budget = None;
+    let receipt = log.append(&event(7)).unwrap();
+    assert_eq!(receipt.seq, 6);
+    acknowledged.push(receipt);
+    assert_log_holds(dir.path(), &acknowledged);
+    assert_eq!(
+        verify(&dir.path().join(LOG_FILE), Some(&log.head()))
+            .unwrap()
+            .entries,
+        6
+    );
+}
+
+#[test]
+fn a_failed_sync_refuses_appends_until_reopened() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, faults) = open_faulty(dir.path(), 1);
+    let mut acknowledged: Vec<Receipt> = (1..=3).map(|i| log.append(&event(i)).unwrap()).collect();
+    faults.set().fail_sync = true;
+    assert_eq!(
+        io_failure(log.append(&event(4))),
+        ("sync the log file", io::ErrorKind::Other)
+    );
+    faults.set().fail_sync = false;
+    // After a failed sync the kernel may have dropped the written pages: the state of
+    // the file is unknown until it is read again.
+    assert!(matches!(
+        log.append(&event(5)),
+        Err(AuditError::Poisoned(_))
+    ));
+    assert!(matches!(log.sync_head(), Err(AuditError::Poisoned(_))));
+    drop(log);
+    assert_log_holds(dir.path(), &acknowledged);
+
+    let log = AuditLog::open(dir.path()).unwrap();
+    assert_eq!(log.open_report().entries, 3);
+    acknowledged.push(log.append(&event(6)).unwrap());
+    assert_eq!(acknowledged[3].seq, 4);
+    drop(log);
+    assert_log_holds(dir.path(), &acknowledged);
+}
+
+#[test]
+fn a_failed_cut_back_refuses_appends_and_reopening_sets_the_partial_entry_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, faults) = open_faulty(dir.path(), 1);
+    let acknowledged: Vec<Receipt> = (1..=3).map(|i| log.append(&event(i)).unwrap()).collect();
+    let len = std::fs::metadata(dir.path().join(LOG_FILE)).unwrap().len();
+    {
+        let mut faults = faults.set();
+        faults.write_budget = Some(25);
+        faults.fail_truncate = true;
+    }
+    assert_eq!(io_failure(log.append(&event(4))).0, "write the log file");
+    match log.append(&event(5)) {
+        Err(AuditError::Poisoned(cause)) => assert!(
+            matches!(*cause, AuditError::Io { op, .. } if op.starts_with("cut the log back")),
+            "{cause}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    drop(log);
+    // The partial entry is still there; opening sets it aside as a torn tail.
+    let log = AuditLog::open(dir.path()).unwrap();
+    let torn = log.open_report().torn.clone().unwrap();
+    assert_eq!((torn.offset, torn.len, torn.last_good_seq), (len, 25, 3));
+    drop(log);
+    assert_log_holds(dir.path(), &acknowledged);
+}
+
+#[test]
+fn a_failed_head_write_keeps_the_entry_and_refuses_further_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, faults) = open_faulty(dir.path(), 1);
+    let mut acknowledged: Vec<Receipt> = (1..=2).map(|i| log.append(&event(i)).unwrap()).collect();
+    faults.set().fail_head = true;
+    // The entry itself is durable before the head is written.
+    acknowledged.push(log.append(&event(3)).unwrap());
+    assert!(matches!(
+        log.append(&event(4)),
+        Err(AuditError::Poisoned(_))
+    ));
+    drop(log);
+    assert_eq!(Head::read(dir.path().join(HEAD_FILE)).unwrap().seq, 2);
+    assert_log_holds(dir.path(), &acknowledged);
+    // Reopening verifies against the older head and brings it up to date.
+    let log = AuditLog::open(dir.path()).unwrap();
+    assert_eq!(Head::read(dir.path().join(HEAD_FILE)).unwrap(), log.head());
+}
+
+#[test]
+fn concurrent_appenders_through_a_full_disk_lose_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, faults) = open_faulty(dir.path(), 64);
+    {
+        let mut faults = faults.set();
+        faults.write_budget = Some(20_000);
+        faults.free_space_after = Some(10);
+    }
+    let log = Arc::new(log);
+    let threads: Vec<_> = (0..8u64)
+        .map(|t| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut outcomes = Vec::new();
+                for i in 0..120 {
+                    outcomes.push(log.append(&event(t * 1000 + i)));
+                }
+                outcomes
+            })
+        })
+        .collect();
+    let mut acknowledged = Vec::new();
+    let mut failed = 0;
+    for thread in threads {
+        for outcome in thread.join().unwrap() {
+            match outcome {
+                Ok(receipt) => acknowledged.push(receipt),
+                Err(AuditError::Io { op, source }) => {
+                    assert_eq!(
+                        (op, source.kind()),
+                        ("write the log file", io::ErrorKind::StorageFull)
+                    );
+                    failed += 1;
+                }
+                Err(other) => panic!("{other}"),
+            }
+        }
+    }
+    acknowledged.sort_by_key(|r| r.seq);
+    println!(
+        "{} appends acknowledged, {failed} refused by the full disk",
+        acknowledged.len()
+    );
+    assert!(failed > 0);
+    // Appends succeeded before the disk filled and after space was freed.
+    assert!(acknowledged.len() > 60 && acknowledged.len() + failed == 8 * 120);
+    // Exactly the acknowledged entries are in the log, numbered without gaps.
+    assert!(
+        acknowledged
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.seq == i as u64 + 1)
+    );
+    assert_log_holds(dir.path(), &acknowledged);
+}
+
+#[test]
+fn a_panicking_storage_poisons_the_log_instead_of_hanging_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, faults) = open_faulty(dir.path(), 1);
+    let acknowledged = vec![log.append(&event(1)).unwrap()];
+    faults.set().panic_on_append = true;
+    let log = Arc::new(log);
+    let panicked = {
+        let log = log.clone();
+        std::thread::spawn(move || log.append(&event(2))).join()
+    };
+    assert!(panicked.is_err());
+    faults.set().panic_on_append = false;
+    assert!(matches!(
+        log.append(&event(3)),
+        Err(AuditError::Poisoned(_))
+    ));
+    drop(log);
+    assert_log_holds(dir.path(), &acknowledged);
+}
+
+const READ_ONLY_CHILD: &str = "TOOLTRUST_READ_ONLY_CHILD_DIR";
+
+/// A directory the process may not write to: opening a new log there, or an existing
+/// log, fails with a typed error and changes nothing; the log still verifies.
+///
+/// Root ignores permission bits, so as root the checks run in a copy of this test
+/// binary started as the unprivileged user 65534.
+#[test]
+fn a_read_only_directory_gives_a_typed_error() {
+    if let Ok(dir) = std::env::var(READ_ONLY_CHILD) {
+        read_only_checks(Path::new(&dir));
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let existing = root.path().join("existing");
+    let acknowledged: Vec<Receipt> = {
+        let log = AuditLog::open(&existing).unwrap();
+        (1..=3).map(|i| log.append(&event(i)).unwrap()).collect()
+    };
+    std::fs::create_dir(root.path().join("empty")).unwrap();
+    let before = std::fs::read(existing.join(LOG_FILE)).unwrap();
+
+    let is_root = std::fs::metadata(root.path()).unwrap().uid() == 0;
+    if is_root {
+        // Readable and searchable by everyone; writable by root alone.
+        set_mode(root.path(), 0o755);
+        let exe = root.path().join("audit_disk");
+        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+        set_mode(&exe, 0o755);
+        let output = Command::new(&exe)
+            .args([
+                "a_read_only_directory_gives_a_typed_error",
+                "--exact",
+                "--nocapture",
+            ])
+            .env(READ_ONLY_CHILD, root.path())
+            .current_dir(root.path())
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .expect("cannot start the test as user 65534");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && stdout.contains("test result: ok. 1 passed"),
+            "read-only checks failed as user 65534:\n{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    } else {
+        for path in [existing.join(LOG_FILE), existing.join(HEAD_FILE)] {
+            set_mode(&path, 0o444);
+        }
+        for dir in [existing.as_path(), &root.path().join("empty")] {
+            set_mode(dir, 0o555);
+        }
+        read_only_checks(root.path());
+        for dir in [existing.as_path(), &root.path().join("empty")] {
+            set_mode(dir, 0o755);
+        }
+    }
+    assert_eq!(std::fs::read(existing.join(LOG_FILE)).unwrap(), before);
+    assert_log_holds(&existing, &acknowledged);
+}
+
+fn read_only_checks(root: &Path) {
+    let empty = root.join("empty");
+    match AuditLog::open(&empty) {
+        Err(AuditError::Io { op, source }) => {
+            assert_eq!(op, "open the log file");
+            assert_eq!(source.kind(), io::ErrorKind::PermissionDenied);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        std::fs::read_dir(&empty).unwrap().count(),
+        0,
+        "nothing created"
+    );
+
+    let existing = root.join("existing");
+    match AuditLog::open(&existing) {
+        Err(AuditError::Io { source, .. }) => {
+            assert_eq!(source.kind(), io::ErrorKind::PermissionDenied);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Reading needs no write access.
+    assert_eq!(verify(&existing.join(LOG_FILE), None).unwrap().entries, 3);
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
