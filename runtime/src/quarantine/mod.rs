@@ -10,6 +10,10 @@ use serde::Serialize;
 
 use crate::id::Id;
 
+pub mod store;
+
+pub use store::{EncryptedStore, Kek};
+
 /// Where a quarantined output stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -113,6 +117,25 @@ pub enum QuarantineError {
     /// The storage failed.
     #[error("quarantine storage failed: {0}")]
     Storage(String),
+    /// The stored copy is wrapped under another key-encryption key.
+    #[error("quarantined output {key} for reader {reader} is under another key-encryption key")]
+    WrongKek {
+        /// The output's key.
+        key: Id,
+        /// The reader asked for.
+        reader: Id,
+    },
+    /// The stored copy fails authentication: it was changed, or it belongs to another
+    /// output, target scope or reader.
+    #[error(
+        "quarantined output {key} for reader {reader} fails authentication (changed, or not this output's, target's or reader's copy)"
+    )]
+    Tampered {
+        /// The output's key.
+        key: Id,
+        /// The reader asked for.
+        reader: Id,
+    },
 }
 
 /// Where quarantined bytes are kept: one copy per (output, reader).
