@@ -1,0 +1,173 @@
+//! `tooltrust audit verify` and `tooltrust audit show`.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+use serde_json::Value;
+use tooltrust::audit::{
+    Entry, EntryReader, Head, HeadError, VerifyError, VerifyErrorKind, VerifyReport, verify,
+};
+
+#[derive(Subcommand)]
+pub enum AuditCommand {
+    /// Verifies an audit log, alone or against a pinned head.
+    ///
+    /// Every entry must be canonical, hashed and chained, and, with --head, the log must
+    /// still hold the pinned head. Prints `ok: N entries, head <hash>` (exit status 0),
+    /// or the first bad seq and why (exit status 1).
+    Verify {
+        /// The log (`audit.jsonl`).
+        file: PathBuf,
+        /// A head record pinned earlier (`{"hash":"…","seq":N}`, as in `audit.head`).
+        #[arg(long, value_name = "HEADFILE")]
+        head: Option<PathBuf>,
+    },
+    /// Prints an audit log's entries for a human, then whether it verifies.
+    ///
+    /// Exit status 1 if it does not verify. Text from the log is escaped, so it cannot
+    /// drive the terminal.
+    Show {
+        /// The log (`audit.jsonl`).
+        file: PathBuf,
+    },
+}
+
+/// Why a command could not run at all (a bad log is a result, not an error).
+#[derive(Debug)]
+pub enum Error {
+    /// The head file is unreadable or malformed.
+    Head(HeadError),
+    /// The log cannot be read.
+    Read(PathBuf, io::Error),
+    /// The output cannot be written.
+    Write(io::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Head(error) => write!(f, "{error}"),
+            Error::Read(path, error) => write!(f, "cannot read {}: {error}", path.display()),
+            Error::Write(error) => write!(f, "cannot write the output: {error}"),
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(error: io::Error) -> Self {
+        Error::Write(error)
+    }
+}
+
+/// Runs a command; `Ok(false)` means the log failed verification.
+pub fn run(command: AuditCommand, out: &mut impl Write) -> Result<bool, Error> {
+    match command {
+        AuditCommand::Verify { file, head } => {
+            let head = head.map(Head::read).transpose().map_err(Error::Head)?;
+            let result = verify(&file, head.as_ref());
+            report(&file, result, out)
+        }
+        AuditCommand::Show { file } => show(&file, out),
+    }
+}
+
+fn report(
+    file: &Path,
+    result: Result<VerifyReport, VerifyError>,
+    out: &mut impl Write,
+) -> Result<bool, Error> {
+    match result {
+        Ok(report) => {
+            writeln!(
+                out,
+                "ok: {} entries, head {}",
+                report.entries, report.head.hash
+            )?;
+            Ok(true)
+        }
+        Err(VerifyError {
+            kind: VerifyErrorKind::Io(message),
+            ..
+        }) => Err(Error::Read(file.to_path_buf(), io::Error::other(message))),
+        Err(error) => {
+            writeln!(out, "FAILED: first bad seq {}: {}", error.seq, error.kind)?;
+            Ok(false)
+        }
+    }
+}
+
+fn show(file: &Path, out: &mut impl Write) -> Result<bool, Error> {
+    let log = File::open(file).map_err(|e| Error::Read(file.to_path_buf(), e))?;
+    let mut reader = EntryReader::new(BufReader::new(log), None);
+    let mut failure = None;
+    for entry in &mut reader {
+        match entry {
+            Ok(entry) => show_entry(&entry, out)?,
+            Err(error) => failure = Some(error),
+        }
+    }
+    let result = match failure {
+        Some(error) => Err(error),
+        None => reader.finish(),
+    };
+    report(file, result, out)
+}
+
+fn show_entry(entry: &Entry, out: &mut impl Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "#{}  {}  {}",
+        entry.seq,
+        escape(&entry.ts),
+        escape(&entry.event)
+    )?;
+    let width = entry
+        .fields
+        .keys()
+        .map(|k| escape(k).len())
+        .max()
+        .unwrap_or(0);
+    for (key, value) in &entry.fields {
+        writeln!(out, "    {:width$}  {}", escape(key), json_text(value))?;
+    }
+    let (hash, prev) = (entry.hash.to_hex(), entry.prev.to_hex());
+    writeln!(out, "    hash {}…  prev {}…", &hash[..16], &prev[..16])?;
+    writeln!(out)
+}
+
+/// A value as compact JSON, with every control and bidirectional-formatting
+/// character escaped: log text came, in part, from outsiders.
+fn json_text(value: &Value) -> String {
+    escape(&value.to_string())
+}
+
+/// `text` with control characters (C0, DEL, C1) and bidirectional-formatting
+/// characters written as `\uXXXX`.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if c.is_control() || bidi {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_neutralises_terminal_controls() {
+        assert_eq!(escape("a\u{1b}[31mb"), "a\\u001b[31mb");
+        assert_eq!(escape("\u{9b}2J\u{7f}"), "\\u009b2J\\u007f");
+        assert_eq!(escape("x\u{202e}y"), "x\\u202ey");
+        assert_eq!(escape("é 😀 ж"), "é 😀 ж");
+    }
+}
