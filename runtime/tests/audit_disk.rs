@@ -119,6 +119,7 @@ fn open_faulty(dir: &Path, head_every: u64) -> (AuditLog, Faults) {
     let options = AuditOptions {
         head_every,
         head_interval: Duration::from_secs(3600),
+        ..AuditOptions::default()
     };
     (AuditLog::open_with(storage, options).unwrap(), faults)
 }

@@ -22,6 +22,7 @@ fn every_batch() -> AuditOptions {
     AuditOptions {
         head_every: 1,
         head_interval: Duration::from_secs(3600),
+        ..AuditOptions::default()
     }
 }
 
@@ -221,6 +222,7 @@ fn the_head_file_follows_the_policy_and_is_current_after_close() {
     let lazy = AuditOptions {
         head_every: 5,
         head_interval: Duration::from_secs(3600),
+        ..AuditOptions::default()
     };
     let log = AuditLog::open_with(FileStorage::open(dir.path()).unwrap(), lazy).unwrap();
     for i in 4..=7 {
