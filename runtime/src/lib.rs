@@ -38,6 +38,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod block;
 pub mod call;
 pub mod canonical;
@@ -57,6 +58,10 @@ pub mod scope;
 pub mod session;
 pub mod tool;
 
+pub use agent::{
+    Agent, AgentError, AssistantMessage, CallResult, ChatMessage, Model, ModelError, ModelRequest,
+    ModelToolCall, ScriptedModel, Transcript,
+};
 pub use block::{Block, Instruction};
 pub use call::{CallError, CallErrorReason, Checksum, ToolCall};
 pub use canonical::{JsonError, canonical_json, parse_strict};
