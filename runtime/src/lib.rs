@@ -49,6 +49,7 @@ pub mod event;
 pub mod gate;
 pub mod id;
 pub mod nonce;
+pub mod providers;
 pub mod quarantine;
 pub mod record;
 pub mod registry;
