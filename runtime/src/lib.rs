@@ -60,8 +60,8 @@ pub mod session;
 pub mod tool;
 
 pub use agent::{
-    Agent, AgentError, AssistantMessage, CallResult, ChatMessage, Model, ModelError, ModelRequest,
-    ModelToolCall, ScriptedModel, Transcript,
+    Agent, AgentError, AssistantMessage, CallResult, ChatMessage, Model, ModelError, ModelFuture,
+    ModelRequest, ModelToolCall, ScriptedModel, Transcript,
 };
 pub use block::{Block, Instruction};
 pub use call::{CallError, CallErrorReason, Checksum, ToolCall};
