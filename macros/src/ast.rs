@@ -39,7 +39,7 @@ impl<'a> ToolFn<'a> {
         for input in &item.sig.inputs {
             match input {
                 FnArg::Receiver(receiver) => cx.error_spanned_by(
-                    &receiver.self_token,
+                    receiver.self_token,
                     "#[tool] goes on a free function, not a method: remove `self` and pass what the tool needs as parameters or through a `static`/`OnceLock`",
                 ),
                 FnArg::Typed(typed) => match &*typed.pat {

@@ -166,7 +166,9 @@ impl ToolCall {
     }
 
     fn build(id: Id, tool: String, args_json: &str) -> Result<Self, CallError> {
-        let parsed = if args_json.trim().is_empty() {
+        // Only the empty text means "no arguments"; whitespace alone is invalid JSON, as
+        // it is to the reference.
+        let parsed = if args_json.is_empty() {
             Ok(Value::Object(Map::new()))
         } else {
             parse_strict(args_json)

@@ -15,6 +15,7 @@ use std::cmp::Ordering;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
 /// Returns the RFC 8785 canonical text of `value`.
@@ -247,18 +248,20 @@ pub fn parse_strict(text: &str) -> Result<Value, JsonError> {
         .and_then(|value| deserializer.end().map(|()| value));
     value.map_err(|error| match duplicate.into_inner() {
         Some(key) => JsonError::DuplicateKey { key },
-        None => classify(text, &error),
+        None => classify(&error),
     })
 }
 
-fn classify(text: &str, error: &serde_json::Error) -> JsonError {
+fn classify(error: &serde_json::Error) -> JsonError {
     let message = error.to_string();
     let (line, column) = (error.line(), error.column());
-    // serde_json reports a high surrogate without its pair as a truncated hex escape;
-    // look at the escapes themselves to tell the two apart.
-    if message.contains("hex escape") && has_unpaired_surrogate_escape(text) {
+    // serde_json reports surrogate faults with these two messages only: a low surrogate
+    // or a high one followed by a non-low escape, and a high one not followed by `\u`.
+    if message.starts_with("lone leading surrogate in hex escape")
+        || message.starts_with("unexpected end of hex escape")
+    {
         JsonError::LoneSurrogate { line, column }
-    } else if message.contains("number out of range") {
+    } else if message.starts_with("number out of range") {
         JsonError::NumberOutOfRange { line, column }
     } else {
         let message = message
@@ -271,39 +274,6 @@ fn classify(text: &str, error: &serde_json::Error) -> JsonError {
             column,
         }
     }
-}
-
-/// Whether `text` holds a `\\uD800`..`\\uDFFF` escape that is not part of a high-low pair.
-fn has_unpaired_surrogate_escape(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let unit_at = |at: usize| -> Option<u16> {
-        let digits = bytes.get(at..at + 4)?;
-        u16::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
-    };
-    let mut at = 0;
-    while at + 1 < bytes.len() {
-        if bytes[at] != b'\\' {
-            at += 1;
-            continue;
-        }
-        if bytes[at + 1] != b'u' {
-            at += 2;
-            continue;
-        }
-        match unit_at(at + 2) {
-            Some(0xD800..=0xDBFF) => {
-                let paired = bytes.get(at + 6..at + 8) == Some(&b"\\u"[..])
-                    && matches!(unit_at(at + 8), Some(0xDC00..=0xDFFF));
-                if !paired {
-                    return true;
-                }
-                at += 12;
-            }
-            Some(0xDC00..=0xDFFF) => return true,
-            _ => at += 6,
-        }
-    }
-    false
 }
 
 /// Builds a `Value`, refusing duplicate keys; the first duplicate found is kept in the
@@ -367,13 +337,18 @@ impl<'de> Visitor<'de> for StrictSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
         let mut map = Map::new();
         while let Some(key) = access.next_key::<String>()? {
-            let item = access.next_value_seed(self)?;
-            if map.contains_key(&key) {
-                let error = de::Error::custom(format_args!("duplicate key {key:?}"));
-                *self.0.borrow_mut() = Some(key);
-                return Err(error);
+            // Refuse at the repeated key, before reading (possibly much) more.
+            match map.entry(key) {
+                Entry::Vacant(slot) => {
+                    slot.insert(access.next_value_seed(self)?);
+                }
+                Entry::Occupied(slot) => {
+                    let key = slot.key().clone();
+                    let error = de::Error::custom(format_args!("duplicate key {key:?}"));
+                    *self.0.borrow_mut() = Some(key);
+                    return Err(error);
+                }
             }
-            map.insert(key, item);
         }
         Ok(Value::Object(map))
     }
@@ -412,7 +387,10 @@ mod tests {
     fn keys_sort_by_utf16_code_units() {
         // U+FB01 sorts after U+1F600 in UTF-16 (0xFB01 > 0xD83D) but before it in UTF-8.
         let value = json!({"\u{fb01}": 1, "\u{1f600}": 2, "a": 3});
-        assert_eq!(canonical_json(&value), "{\"a\":3,\"\u{1f600}\":2,\"\u{fb01}\":1}");
+        assert_eq!(
+            canonical_json(&value),
+            "{\"a\":3,\"\u{1f600}\":2,\"\u{fb01}\":1}"
+        );
         assert_eq!(cmp_utf16("a", "ab"), Ordering::Less);
         assert_eq!(cmp_utf16("\u{1f600}", "\u{e000}"), Ordering::Less);
         assert_eq!(cmp_utf16("\u{d7ff}", "\u{1f600}"), Ordering::Less);
@@ -445,6 +423,27 @@ mod tests {
         assert!(matches!(
             parse_strict(r#"{"s":"\ud83d"}"#),
             Err(JsonError::LoneSurrogate { .. })
+        ));
+        for text in [
+            r#""\ud800x""#,
+            r#""\ud800\u0041""#,
+            r#""\ud800\ud800\udc00""#,
+            r#""\udc00\ud800""#,
+            r#"{"\ud800":1}"#,
+        ] {
+            assert!(
+                matches!(parse_strict(text), Err(JsonError::LoneSurrogate { .. })),
+                "{text}"
+            );
+        }
+        // A surrogate pair is fine; a truncated escape is a plain syntax error.
+        assert_eq!(
+            parse_strict(r#""\ud83d\ude00""#),
+            Ok(Value::String("😀".into()))
+        );
+        assert!(matches!(
+            parse_strict(r#""\ud800\u12"#),
+            Err(JsonError::Syntax { .. })
         ));
         assert!(matches!(
             parse_strict(r#"{"n":1e400}"#),
