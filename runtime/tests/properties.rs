@@ -3,6 +3,7 @@
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
+use tooltrust::canonical::{cmp_utf16, write_string};
 use tooltrust::{ToolCall, canonical_json, parse_strict};
 
 /// Keys drawn so that collisions, shared prefixes and the UTF-16/UTF-8 order split
@@ -255,6 +256,46 @@ proptest! {
     }
 
     #[test]
+    fn strings_escape_as_rfc_8785_says(text in prop_oneof![escapable_text(), any::<String>()]) {
+        let mut out = String::new();
+        write_string(&mut out, &text);
+        prop_assert_eq!(out, escape_naively(&text));
+    }
+
+    #[test]
+    fn keys_compare_by_utf16_code_units(a in key(), b in key()) {
+        let expected = a.encode_utf16().cmp(b.encode_utf16());
+        prop_assert_eq!(cmp_utf16(&a, &b), expected);
+    }
+
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// The checksum is hashed while the text is written, through a buffer; big strings
+    /// and many small pieces cross its edges.
+    #[test]
+    fn the_checksum_is_the_sha256_of_the_canonical_text(
+        big in prop::collection::vec(escapable_text(), 0..400).prop_map(|parts| parts.concat()),
+        small in prop::collection::btree_map("[a-z]{1,6}", any::<i32>(), 0..600),
+    ) {
+        let mut args = Map::new();
+        args.insert("big".into(), Value::String(big));
+        args.insert(
+            "small".into(),
+            Value::Object(small.into_iter().map(|(k, v)| (k, Value::from(v))).collect()),
+        );
+        let call = ToolCall::from_value("t", Value::Object(args)).unwrap();
+        let digest: [u8; 32] = Sha256::digest(call.canonical().as_bytes()).into();
+        prop_assert_eq!(*call.checksum().as_bytes(), digest);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
     fn doubles_round_trip_exactly(bits in any::<u64>()) {
         let x = f64::from_bits(bits);
         prop_assume!(x.is_finite());
@@ -270,6 +311,38 @@ proptest! {
             prop_assert_eq!(call.args()["x"].as_f64().unwrap().to_bits(), expected.to_bits());
         }
     }
+}
+
+/// RFC 8785 string escaping, one character at a time.
+fn escape_naively(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Text where bytes that need escaping land at every offset of a machine word.
+fn escapable_text() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            4 => prop::sample::select(vec!['a', ' ', '~', '\u{7f}', '\u{80}', 'é', '\u{2028}', '😀', '\u{ff}']),
+            1 => prop::sample::select(vec!['"', '\\', '\u{0}', '\n', '\u{1f}', '\u{8}', '\u{c}', '\r', '\t', '\u{1b}']),
+        ],
+        0..80,
+    )
+    .prop_map(String::from_iter)
 }
 
 fn count_nodes(value: &Value) -> usize {
