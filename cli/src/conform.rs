@@ -6,19 +6,18 @@
 //! - an envelope vector file: a JSON array of objects with `kind`, `input`, `rendered`;
 //! - an RFC 8785 directory: `input/NAME.json` must canonicalise to `output/NAME.json`.
 //!
-//! One entry is one case. A case passes only when every field it has was checked and
-//! matched; an entry of a shape or kind this command does not know fails, it is never
-//! skipped. Renderings are checked through [`render`], the one place where renderers plug
-//! in; until a kind has one, an envelope entry of that kind fails ("no renderer"), and the
-//! `rendered*` fields of tool-call vectors are reported as not yet checked.
+//! One entry is one case, checked by `tooltrust::conformance` (the same checks the
+//! runtime's tests run). A case passes only when every field it has matched; an entry of a
+//! shape or kind this command does not know fails, it is never skipped, and fields it does
+//! not know are reported.
 
-use std::fmt;
 use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
 use serde_json::{Map, Value};
-use tooltrust::{CallErrorReason, JsonError, ToolCall, canonical_json, parse_strict};
+use tooltrust::conformance;
+use tooltrust::parse_strict;
 
 /// What [`run`] found.
 #[derive(Debug, Default)]
@@ -105,10 +104,15 @@ impl Outcome {
         self.mismatches.push(mismatch);
     }
 
-    /// Compares a text field, quoting both sides so that invisible characters show.
-    fn compare(&mut self, what: &str, expected: &str, actual: &str) {
-        if expected != actual {
-            self.fail(Mismatch::new(what, quoted(expected), quoted(actual)));
+    /// Adds the runtime's mismatches, quoting both sides so that invisible characters
+    /// show.
+    fn extend(&mut self, mismatches: Vec<conformance::Mismatch>) {
+        for mismatch in mismatches {
+            self.fail(Mismatch::new(
+                mismatch.field,
+                quoted(&mismatch.expected),
+                quoted(&mismatch.actual),
+            ));
         }
     }
 }
@@ -267,93 +271,17 @@ fn check_jcs(
         }
     };
     let expected = String::from_utf8_lossy(output);
-    match parse_strict(input) {
-        Ok(value) => outcome.compare("canonical", &expected, &canonical_json(&value)),
-        Err(error) => outcome.fail(Mismatch::new(
-            "canonical",
-            quoted(&expected),
-            format!("refused: {error}"),
-        )),
-    }
-}
-
-fn text_field<'a>(
-    entry: &'a Map<String, Value>,
-    name: &str,
-    outcome: &mut Outcome,
-) -> Option<&'a str> {
-    match entry.get(name) {
-        Some(Value::String(text)) => Some(text),
-        other => {
-            let found = other.map_or("nothing".to_owned(), Value::to_string);
-            outcome.fail(Mismatch::new(format!("field `{name}`"), "a string", found));
-            None
-        }
-    }
+    outcome.extend(conformance::check_jcs(input, &expected));
 }
 
 fn check_tool_call(entry: &Map<String, Value>, report: &mut Report, outcome: &mut Outcome) {
-    let (Some(tool), Some(args_json)) = (
-        text_field(entry, "tool", outcome),
-        text_field(entry, "args_json", outcome),
-    ) else {
-        return;
-    };
-    let flagged = !matches!(
-        entry.get("args_unrepresentable"),
-        None | Some(Value::Null | Value::Bool(false))
-    );
-    let call = ToolCall::from_model(tool, args_json);
-    if flagged {
-        match call {
-            Err(error) if unrepresentable(&error.reason) => {}
-            Err(error) => outcome.fail(Mismatch::new(
-                "refusal",
-                "refused as unrepresentable (lone surrogate, duplicate key or overflowing number)",
-                format!("refused for another reason: {error}"),
-            )),
-            Ok(call) => outcome.fail(Mismatch::new(
-                "refusal",
-                "refused as unrepresentable",
-                format!("accepted, checksum {}", call.checksum()),
-            )),
-        }
-    } else {
-        let expected: Vec<(&str, &str)> = ["canonical", "checksum"]
-            .into_iter()
-            .filter(|name| entry.contains_key(*name))
-            .filter_map(|name| Some((name, text_field(entry, name, outcome)?)))
-            .collect();
-        if !entry.contains_key("canonical") && !entry.contains_key("checksum") {
-            outcome.fail(Mismatch::new(
-                "vector",
-                "a `canonical` or `checksum` to check",
-                "neither",
-            ));
-        }
-        match call {
-            Ok(call) => {
-                for (name, want) in expected {
-                    let actual = match name {
-                        "canonical" => call.canonical(),
-                        _ => call.checksum().to_hex(),
-                    };
-                    outcome.compare(name, want, &actual);
-                }
-            }
-            Err(error) => {
-                for (name, want) in expected {
-                    outcome.fail(Mismatch::new(
-                        name,
-                        quoted(want),
-                        format!("refused: {error}"),
-                    ));
-                }
-            }
-        }
-    }
-    check_tool_result_renderings(entry, report, outcome);
+    outcome.extend(conformance::check_entry(&Value::Object(entry.clone())));
     note_unknown_fields(entry, TOOL_CALL_FIELDS, "tool-call", report);
+}
+
+fn check_envelope(entry: &Map<String, Value>, report: &mut Report, outcome: &mut Outcome) {
+    outcome.extend(conformance::check_entry(&Value::Object(entry.clone())));
+    note_unknown_fields(entry, ENVELOPE_FIELDS, "envelope", report);
 }
 
 /// The fields of a tool-call vector; `args` and `note` are for human readers, and
@@ -388,219 +316,5 @@ fn note_unknown_fields(
         .filter(|field| !known.contains(&field.as_str()))
     {
         report.note_unchecked(&format!("unknown field `{field}` of {what} vectors"));
-    }
-}
-
-/// Whether a refusal says the arguments cannot be represented faithfully, as the
-/// vectors' `args_unrepresentable` means (not merely that they are malformed).
-fn unrepresentable(reason: &CallErrorReason) -> bool {
-    matches!(
-        reason,
-        CallErrorReason::Json(
-            JsonError::LoneSurrogate { .. }
-                | JsonError::DuplicateKey { .. }
-                | JsonError::NumberOutOfRange { .. }
-        )
-    )
-}
-
-/// The `rendered` / `rendered_trusted` / `rendered_error` fields of a tool-call vector.
-fn check_tool_result_renderings(
-    entry: &Map<String, Value>,
-    report: &mut Report,
-    outcome: &mut Outcome,
-) {
-    let fields = [
-        ("rendered", Kind::ToolResult),
-        ("rendered_trusted", Kind::TrustedToolResult),
-    ];
-    for (field, kind) in fields {
-        if !entry.contains_key(field) && !entry.contains_key("rendered_error") {
-            continue;
-        }
-        let input = Value::Object(entry.clone());
-        let expected = match (entry.get(field), entry.get("rendered_error")) {
-            (_, Some(_)) => Expected::Refusal,
-            (Some(Value::String(text)), None) => Expected::Text(text),
-            (other, None) => {
-                let found = other.map_or("nothing".to_owned(), Value::to_string);
-                outcome.fail(Mismatch::new(format!("field `{field}`"), "a string", found));
-                continue;
-            }
-        };
-        match render(kind, &input) {
-            Rendering::NoRenderer => report.note_unchecked(&format!(
-                "`{field}` of tool-call vectors: kind {kind}: no renderer"
-            )),
-            rendering => compare_rendering(field, &expected, &rendering, outcome),
-        }
-    }
-}
-
-fn check_envelope(entry: &Map<String, Value>, report: &mut Report, outcome: &mut Outcome) {
-    note_unknown_fields(entry, ENVELOPE_FIELDS, "envelope", report);
-    let Some(kind_name) = text_field(entry, "kind", outcome) else {
-        return;
-    };
-    let Some(kind) = Kind::from_name(kind_name) else {
-        outcome.fail(Mismatch::new(
-            "kind",
-            "a kind conform knows",
-            format!("unknown kind {kind_name:?}"),
-        ));
-        return;
-    };
-    let Some(expected) = text_field(entry, "rendered", outcome) else {
-        return;
-    };
-    let input = entry.get("input").cloned().unwrap_or(Value::Null);
-    match render(kind, &input) {
-        Rendering::NoRenderer => outcome.fail(Mismatch::new(
-            "rendered",
-            quoted(expected),
-            format!("kind {kind}: no renderer"),
-        )),
-        rendering => compare_rendering("rendered", &Expected::Text(expected), &rendering, outcome),
-    }
-}
-
-enum Expected<'a> {
-    Text(&'a str),
-    Refusal,
-}
-
-fn compare_rendering(
-    field: &str,
-    expected: &Expected<'_>,
-    actual: &Rendering,
-    outcome: &mut Outcome,
-) {
-    match (expected, actual) {
-        (Expected::Text(want), Rendering::Text(got)) => outcome.compare(field, want, got),
-        (Expected::Text(want), Rendering::Refused(why)) => {
-            outcome.fail(Mismatch::new(
-                field,
-                quoted(want),
-                format!("refused: {why}"),
-            ));
-        }
-        (Expected::Refusal, Rendering::Refused(_)) => {}
-        (Expected::Refusal, Rendering::Text(got)) => {
-            outcome.fail(Mismatch::new(field, "a refusal to render", quoted(got)));
-        }
-        (_, Rendering::NoRenderer) => {}
-    }
-}
-
-/// The renderings the shared vectors hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    ToolResult,
-    TrustedToolResult,
-    StandingInstructions,
-    Memories,
-    Retrievables,
-    Thought,
-    TimelineMessage,
-    UnknownToolWarning,
-    RetrievableSafetyDirective,
-}
-
-impl Kind {
-    const ALL: [Kind; 9] = [
-        Kind::ToolResult,
-        Kind::TrustedToolResult,
-        Kind::StandingInstructions,
-        Kind::Memories,
-        Kind::Retrievables,
-        Kind::Thought,
-        Kind::TimelineMessage,
-        Kind::UnknownToolWarning,
-        Kind::RetrievableSafetyDirective,
-    ];
-
-    fn name(self) -> &'static str {
-        match self {
-            Kind::ToolResult => "tool_result",
-            Kind::TrustedToolResult => "trusted_tool_result",
-            Kind::StandingInstructions => "standing_instructions",
-            Kind::Memories => "memories",
-            Kind::Retrievables => "retrievables",
-            Kind::Thought => "thought",
-            Kind::TimelineMessage => "timeline_message",
-            Kind::UnknownToolWarning => "unknown_tool_warning",
-            Kind::RetrievableSafetyDirective => "retrievable_safety_directive",
-        }
-    }
-
-    fn from_name(name: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|kind| kind.name() == name)
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// What a renderer made of a vector's input.
-#[allow(
-    dead_code,
-    reason = "`Text` and `Refused` come from renderers as they land"
-)]
-enum Rendering {
-    /// The rendered text.
-    Text(String),
-    /// The renderer refused the input (a body that holds its own closer, a bad id).
-    Refused(String),
-    /// No renderer for this kind exists yet.
-    NoRenderer,
-}
-
-/// Renders `input` as `kind`: one arm per kind. A renderer plugs in by replacing its
-/// kind's `NoRenderer` with a call that maps the vector's input to the renderer's
-/// arguments (for tool results, the vector entry: `tool`, `checksum`, `rendered_body`).
-fn render(kind: Kind, input: &Value) -> Rendering {
-    let _ = input;
-    match kind {
-        Kind::ToolResult => Rendering::NoRenderer,
-        Kind::TrustedToolResult => Rendering::NoRenderer,
-        Kind::StandingInstructions => Rendering::NoRenderer,
-        Kind::Memories => Rendering::NoRenderer,
-        Kind::Retrievables => Rendering::NoRenderer,
-        Kind::Thought => Rendering::NoRenderer,
-        Kind::TimelineMessage => Rendering::NoRenderer,
-        Kind::UnknownToolWarning => Rendering::NoRenderer,
-        Kind::RetrievableSafetyDirective => Rendering::NoRenderer,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn renderings_compare_as_the_vectors_expect() {
-        let check = |expected: &Expected<'_>, actual: Rendering| {
-            let mut outcome = Outcome::default();
-            compare_rendering("rendered", expected, &actual, &mut outcome);
-            outcome.mismatches.len()
-        };
-        let text = |s: &str| Rendering::Text(s.to_owned());
-        let refused = || Rendering::Refused("closer in body".to_owned());
-        assert_eq!(check(&Expected::Text("a"), text("a")), 0);
-        assert_eq!(check(&Expected::Text("a"), text("b")), 1);
-        assert_eq!(check(&Expected::Text("a"), refused()), 1);
-        assert_eq!(check(&Expected::Refusal, refused()), 0);
-        assert_eq!(check(&Expected::Refusal, text("a")), 1);
-    }
-
-    #[test]
-    fn every_kind_has_a_name_that_reads_back() {
-        for kind in Kind::ALL {
-            assert_eq!(Kind::from_name(kind.name()), Some(kind));
-        }
-        assert_eq!(Kind::from_name("hologram"), None);
     }
 }

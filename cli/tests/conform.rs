@@ -54,23 +54,30 @@ fn the_projects_tool_call_and_jcs_vectors_pass() {
 }
 
 #[test]
-fn envelope_entries_fail_until_a_renderer_exists() {
+fn the_projects_envelope_vectors_pass() {
     let path = vectors("adk-envelopes.json");
     let entries: Vec<Value> = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
     let run = conform(&[&path]);
-    assert_eq!(totals(&run), (0, entries.len()));
-    assert_eq!(run.code, Some(1));
+    assert_eq!(totals(&run), (entries.len(), 0), "{}", run.stdout_text());
+    assert_eq!(run.code, Some(0));
+}
+
+#[test]
+fn a_changed_rendering_fails_and_shows_both_sides() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut entries: Vec<Value> =
+        serde_json::from_str(&fs::read_to_string(vectors("adk-envelopes.json")).unwrap()).unwrap();
+    let original = entries[0]["rendered"].as_str().unwrap().to_owned();
+    entries[0]["rendered"] = json!(original.replace("Be polite.", "Be rude."));
+    let path = vector_file(dir.path(), "envelopes.json", &Value::Array(entries.clone()));
+    let run = conform(&[&path]);
     let text = run.stdout_text();
-    for entry in &entries {
-        let kind = entry["kind"].as_str().unwrap();
-        assert!(
-            text.contains(&format!("kind {kind}: no renderer")),
-            "{kind}"
-        );
-    }
-    // Expected and actual are both shown.
-    let first = serde_json::to_string(entries[0]["rendered"].as_str().unwrap()).unwrap();
-    assert!(text.contains(&format!("expected: {first}")), "{text}");
+    assert_eq!(totals(&run), (entries.len() - 1, 1), "{text}");
+    assert_eq!(run.code, Some(1));
+    assert!(
+        text.contains("Be rude.") && text.contains("Be polite."),
+        "{text}"
+    );
 }
 
 /// One corruption of the tool-call vectors, the field it must be caught in, and the
@@ -184,7 +191,7 @@ fn entries_of_unknown_shape_or_kind_fail() {
     let text = run.stdout_text();
     assert_eq!(totals(&run), (0, 5), "{text}");
     assert_eq!(run.code, Some(1));
-    assert!(text.contains("unknown kind \"hologram\""), "{text}");
+    assert!(text.contains(r#"unknown kind \"hologram\""#), "{text}");
     assert!(text.contains("field `rendered`"), "{text}");
     assert!(
         text.contains("a `canonical` or `checksum` to check"),
