@@ -1,20 +1,25 @@
-//! The `tooltrust` command: canonical JSON, call checksums and conformance checks.
+//! The `tooltrust` command: canonical JSON, call checksums, rendering, verification and
+//! conformance checks.
 
 mod canon;
 mod checksum;
 mod conform;
+mod lines;
+mod render;
+mod verify;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tooltrust::{Renderer, SessionKey};
 
 #[derive(Parser)]
 #[command(
     name = "tooltrust",
     version,
-    about = "Canonical JSON, tool-call checksums and conformance checks for tooltrust"
+    about = "Canonical JSON, call checksums, envelopes, verification and conformance for tooltrust"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -46,6 +51,58 @@ enum Command {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
+    /// Renders JSON lines `{"text", "id"?, "tool"?, "args_json"?}` into envelopes and writes
+    /// one JSON line each: `{"rendered", "nonce", "neutralised"}` or `{"error"}`.
+    Render {
+        /// `sealed` (secret nonces, neutralised bodies) or `compat` (the reference's bytes).
+        #[arg(long, value_enum, default_value = "sealed")]
+        mode: Mode,
+        /// The tier every line is rendered into.
+        #[arg(long, value_enum)]
+        tier: render::Tier,
+        /// The session key for sealed nonces: 32 raw bytes or 64 hex characters (default:
+        /// a fresh random key, never shown).
+        #[arg(long)]
+        key_file: Option<PathBuf>,
+        /// The input; standard input when absent.
+        file: Option<PathBuf>,
+    },
+    /// Parses a rendered prompt strictly and writes its blocks as JSON lines; exit status 1
+    /// with the offending position when it does not close exactly as rendered. With
+    /// `--key-file`, also authenticates every nonce of a sealed prompt.
+    Verify {
+        /// The session key that rendered the prompt: 32 raw bytes or 64 hex characters.
+        #[arg(long)]
+        key_file: Option<PathBuf>,
+        /// The prompt; standard input when absent.
+        file: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Mode {
+    Sealed,
+    Compat,
+}
+
+fn session_key(path: Option<&PathBuf>) -> Result<Option<SessionKey>, String> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    SessionKey::from_file_contents(&bytes)
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn renderer(mode: Mode, key: Option<SessionKey>) -> Result<Renderer, String> {
+    Ok(match (mode, key) {
+        (Mode::Compat, _) => Renderer::compat(),
+        (Mode::Sealed, Some(key)) => Renderer::sealed(key),
+        (Mode::Sealed, None) => {
+            Renderer::sealed(SessionKey::generate().map_err(|e| e.to_string())?)
+        }
+    })
 }
 
 fn main() -> ExitCode {
@@ -57,6 +114,20 @@ fn main() -> ExitCode {
             checksum::run(file.as_deref(), &mut stdout).map_err(|e| e.to_string())
         }
         Command::Conform { paths } => conform::run(&paths, &mut stdout).map_err(|e| e.to_string()),
+        Command::Render {
+            mode,
+            tier,
+            key_file,
+            file,
+        } => session_key(key_file.as_ref())
+            .and_then(|key| renderer(mode, key))
+            .and_then(|renderer| {
+                render::run(&renderer, tier, file.as_deref(), &mut stdout)
+                    .map_err(|e| e.to_string())
+            }),
+        Command::Verify { key_file, file } => session_key(key_file.as_ref()).and_then(|key| {
+            verify::run(file.as_deref(), key.as_ref(), &mut stdout).map_err(|e| e.to_string())
+        }),
     };
     let flushed = stdout.flush();
     match (outcome, flushed) {
