@@ -1,6 +1,5 @@
 //! `tooltrust audit verify` and `tooltrust audit show`.
 
-use std::fmt;
 use std::fs::File;
 use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -36,37 +35,29 @@ pub enum AuditCommand {
 }
 
 /// Why a command could not run at all (a bad log is a result, not an error).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The head file is unreadable or malformed.
-    Head(HeadError),
+    #[error(transparent)]
+    Head(#[from] HeadError),
     /// The log cannot be read.
-    Read(PathBuf, io::Error),
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The log.
+        path: PathBuf,
+        /// What failed.
+        source: io::Error,
+    },
     /// The output cannot be written.
-    Write(io::Error),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Head(error) => write!(f, "{error}"),
-            Error::Read(path, error) => write!(f, "cannot read {}: {error}", path.display()),
-            Error::Write(error) => write!(f, "cannot write the output: {error}"),
-        }
-    }
-}
-
-impl From<io::Error> for Error {
-    fn from(error: io::Error) -> Self {
-        Error::Write(error)
-    }
+    #[error("cannot write the output: {0}")]
+    Write(#[from] io::Error),
 }
 
 /// Runs a command; `Ok(false)` means the log failed verification.
 pub fn run(command: AuditCommand, out: &mut impl Write) -> Result<bool, Error> {
     match command {
         AuditCommand::Verify { file, head } => {
-            let head = head.map(Head::read).transpose().map_err(Error::Head)?;
+            let head = head.map(Head::read).transpose()?;
             let result = verify(&file, head.as_ref());
             report(&file, result, out)
         }
@@ -91,7 +82,10 @@ fn report(
         Err(VerifyError {
             kind: VerifyErrorKind::Io(message),
             ..
-        }) => Err(Error::Read(file.to_path_buf(), io::Error::other(message))),
+        }) => Err(Error::Read {
+            path: file.to_path_buf(),
+            source: io::Error::other(message),
+        }),
         Err(error) => {
             writeln!(out, "FAILED: first bad seq {}: {}", error.seq, error.kind)?;
             Ok(false)
@@ -100,7 +94,10 @@ fn report(
 }
 
 fn show(file: &Path, out: &mut impl Write) -> Result<bool, Error> {
-    let log = File::open(file).map_err(|e| Error::Read(file.to_path_buf(), e))?;
+    let log = File::open(file).map_err(|source| Error::Read {
+        path: file.to_path_buf(),
+        source,
+    })?;
     let mut reader = EntryReader::new(BufReader::new(log), None);
     let mut failure = None;
     for entry in &mut reader {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::canonical::{JsonError, parse_strict, write_object, write_string};
+use crate::canonical::{JsonError, Sink, emit_object, emit_string, parse_strict};
 use crate::id::{Id, IdError, hex};
 
 /// A lowercase-hex SHA-256 of a call's canonical text.
@@ -171,7 +171,9 @@ impl ToolCall {
     }
 
     fn build(id: Id, tool: String, args_json: &str) -> Result<Self, CallError> {
-        let parsed = if args_json.trim().is_empty() {
+        // Only the empty text means "no arguments"; whitespace alone is invalid JSON, as
+        // it is to the reference.
+        let parsed = if args_json.is_empty() {
             Ok(Value::Object(Map::new()))
         } else {
             parse_strict(args_json)
@@ -190,7 +192,9 @@ impl ToolCall {
     }
 
     fn assemble(id: Id, tool: String, args: Map<String, Value>) -> Self {
-        let checksum = Checksum::of(canonical_call(&tool, &args).as_bytes());
+        let mut hashing = Hashing::new();
+        emit_call(&mut hashing, &tool, &args);
+        let checksum = hashing.finish();
         ToolCall {
             id,
             tool,
@@ -221,20 +225,81 @@ impl ToolCall {
 
     /// The canonical text that was hashed: `{"args":…,"tool":…}` in RFC 8785 form.
     pub fn canonical(&self) -> String {
-        canonical_call(&self.tool, &self.args)
+        let mut out = String::new();
+        emit_call(&mut out, &self.tool, &self.args);
+        out
     }
 }
 
-/// The canonical text of `{"args": args, "tool": tool}`, written without building the
+/// Writes the canonical text of `{"args": args, "tool": tool}` without building the
 /// wrapper object ("args" sorts before "tool").
-fn canonical_call(tool: &str, args: &Map<String, Value>) -> String {
-    let mut out = String::with_capacity(64);
+fn emit_call<S: Sink>(out: &mut S, tool: &str, args: &Map<String, Value>) {
     out.push_str("{\"args\":");
-    write_object(&mut out, args);
+    emit_object(out, args);
     out.push_str(",\"tool\":");
-    write_string(&mut out, tool);
-    out.push('}');
-    out
+    emit_string(out, tool);
+    out.push_str("}");
+}
+
+/// Hashes canonical text as it is written, through a small buffer, so that computing a
+/// checksum never holds the whole text.
+struct Hashing {
+    hasher: Sha256,
+    buffer: Vec<u8>,
+}
+
+impl Hashing {
+    const BUFFER: usize = 8 * 1024;
+
+    fn new() -> Self {
+        Hashing {
+            hasher: Sha256::new(),
+            buffer: Vec::with_capacity(Self::BUFFER),
+        }
+    }
+
+    fn finish(mut self) -> Checksum {
+        self.flush();
+        Checksum(self.hasher.finalize().into())
+    }
+}
+
+impl Sink for Hashing {
+    #[inline]
+    fn push_str(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        if bytes.len() <= self.buffer.capacity() - self.buffer.len() {
+            self.buffer.extend_from_slice(bytes);
+        } else {
+            self.spill(bytes);
+        }
+    }
+
+    #[inline]
+    fn push_ascii(&mut self, byte: u8) {
+        if self.buffer.len() == self.buffer.capacity() {
+            self.flush();
+        }
+        self.buffer.push(byte);
+    }
+}
+
+impl Hashing {
+    fn flush(&mut self) {
+        self.hasher.update(&self.buffer);
+        self.buffer.clear();
+    }
+
+    #[cold]
+    fn spill(&mut self, bytes: &[u8]) {
+        self.flush();
+        if bytes.len() >= Self::BUFFER {
+            // Long runs (big strings) go to the hasher without a copy.
+            self.hasher.update(bytes);
+        } else {
+            self.buffer.extend_from_slice(bytes);
+        }
+    }
 }
 
 fn type_name(value: &Value) -> &'static str {

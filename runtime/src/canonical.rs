@@ -15,6 +15,7 @@ use std::cmp::Ordering;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
 /// Returns the RFC 8785 canonical text of `value`.
@@ -25,178 +26,236 @@ use serde_json::{Map, Number, Value};
 /// ```
 pub fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
-    write_value(&mut out, value);
+    emit_value(&mut out, value);
     out
 }
 
 /// Appends the canonical text of `value` to `out`.
 pub fn write_canonical(out: &mut String, value: &Value) {
-    write_value(out, value);
-}
-
-fn write_value(out: &mut String, value: &Value) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(true) => out.push_str("true"),
-        Value::Bool(false) => out.push_str("false"),
-        Value::Number(number) => write_number(out, number),
-        Value::String(text) => write_string(out, text),
-        Value::Array(items) => {
-            out.push('[');
-            for (index, item) in items.iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                write_value(out, item);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => write_object(out, map),
-    }
-}
-
-pub(crate) fn write_object(out: &mut String, map: &Map<String, Value>) {
-    let start = out.len();
-    // serde_json's map iterates in UTF-8 order (or insertion order under the
-    // `preserve_order` feature); UTF-16 order differs only when keys mix U+E000..U+FFFF
-    // with astral characters. Write in iteration order while checking, and sort only
-    // when the check fails.
-    out.push('{');
-    let mut previous: Option<&str> = None;
-    let mut sorted = true;
-    for (index, (key, item)) in map.iter().enumerate() {
-        if let Some(previous) = previous
-            && cmp_utf16(previous, key) != Ordering::Less
-        {
-            sorted = false;
-            break;
-        }
-        previous = Some(key);
-        if index > 0 {
-            out.push(',');
-        }
-        write_string(out, key);
-        out.push(':');
-        write_value(out, item);
-    }
-    if !sorted {
-        out.truncate(start);
-        out.push('{');
-        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-        entries.sort_unstable_by(|a, b| cmp_utf16(a.0, b.0));
-        for (index, (key, item)) in entries.into_iter().enumerate() {
-            if index > 0 {
-                out.push(',');
-            }
-            write_string(out, key);
-            out.push(':');
-            write_value(out, item);
-        }
-    }
-    out.push('}');
-}
-
-/// Compares two strings by their UTF-16 code units, as RFC 8785 sorts keys.
-pub fn cmp_utf16(a: &str, b: &str) -> Ordering {
-    let (ab, bb) = (a.as_bytes(), b.as_bytes());
-    let common = ab.iter().zip(bb).take_while(|(x, y)| x == y).count();
-    if common == ab.len() || common == bb.len() {
-        return ab.len().cmp(&bb.len());
-    }
-    // Back up to the start of the character that differs; UTF-8 byte order is code
-    // point order, which differs from UTF-16 order only between U+E000..U+FFFF and
-    // astral characters (encoded as surrogates D800..DFFF in UTF-16).
-    let mut boundary = common;
-    while !a.is_char_boundary(boundary) {
-        boundary -= 1;
-    }
-    let ca = a[boundary..].chars().next().map_or(0, utf16_rank);
-    let cb = b[boundary..].chars().next().map_or(0, utf16_rank);
-    ca.cmp(&cb)
-}
-
-/// A rank whose order is the order of the character's first UTF-16 code unit (and, for
-/// astral characters, of the full pair).
-fn utf16_rank(c: char) -> u32 {
-    let c = c as u32;
-    if (0xE000..=0xFFFF).contains(&c) {
-        c + 0x11_0000
-    } else {
-        c
-    }
-}
-
-fn write_number(out: &mut String, number: &Number) {
-    const EXACT: u64 = 1 << 53;
-    if let Some(n) = number.as_u64() {
-        if n <= EXACT {
-            push_integer(out, n, false);
-            return;
-        }
-    } else if let Some(n) = number.as_i64()
-        && n.unsigned_abs() <= EXACT
-    {
-        push_integer(out, n.unsigned_abs(), n < 0);
-        return;
-    }
-    // Integers beyond 2^53 and all fractions: the nearest double, in ECMAScript form.
-    // serde_json never holds a non-finite number, so `as_f64` always answers.
-    let double = number.as_f64().unwrap_or(0.0);
-    let mut buffer = ryu_js::Buffer::new();
-    out.push_str(buffer.format_finite(double));
-}
-
-fn push_integer(out: &mut String, n: u64, negative: bool) {
-    if negative && n != 0 {
-        out.push('-');
-    }
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    for &digit in &digits[at..] {
-        out.push(digit as char);
-    }
+    emit_value(out, value);
 }
 
 /// Appends `text` as a canonical JSON string: `"` and `\` escaped, the control
 /// characters below U+0020 as `\b \t \n \f \r` or `\u00xx`, everything else raw.
 pub fn write_string(out: &mut String, text: &str) {
-    out.push('"');
-    let bytes = text.as_bytes();
-    let mut from = 0;
-    for (at, &byte) in bytes.iter().enumerate() {
-        let escape: &str = match byte {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0x00..=0x1f => "",
-            _ => continue,
-        };
-        out.push_str(&text[from..at]);
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.push_str("\\u00");
-            out.push(HEX[(byte >> 4) as usize] as char);
-            out.push(HEX[(byte & 0xf) as usize] as char);
-        } else {
-            out.push_str(escape);
-        }
-        from = at + 1;
+    emit_string(out, text);
+}
+
+/// Where canonical text goes: a `String`, or a hasher that never holds the whole text.
+pub(crate) trait Sink {
+    /// Appends `text`.
+    fn push_str(&mut self, text: &str);
+    /// Appends one ASCII punctuation byte (`"`, `,`, `:`, brackets).
+    fn push_ascii(&mut self, byte: u8);
+}
+
+impl Sink for String {
+    #[inline]
+    fn push_str(&mut self, text: &str) {
+        String::push_str(self, text);
     }
-    out.push_str(&text[from..]);
-    out.push('"');
+
+    #[inline]
+    fn push_ascii(&mut self, byte: u8) {
+        self.push(char::from(byte));
+    }
+}
+
+pub(crate) fn emit_value<S: Sink>(out: &mut S, value: &Value) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(number) => emit_number(out, number),
+        Value::String(text) => emit_string(out, text),
+        Value::Array(items) => {
+            out.push_ascii(b'[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push_ascii(b',');
+                }
+                emit_value(out, item);
+            }
+            out.push_ascii(b']');
+        }
+        Value::Object(map) => emit_object(out, map),
+    }
+}
+
+pub(crate) fn emit_object<S: Sink>(out: &mut S, map: &Map<String, Value>) {
+    // serde_json's map iterates in UTF-8 order (or insertion order under the
+    // `preserve_order` feature); UTF-16 order differs only when keys mix U+E000..U+FFFF
+    // with astral characters. Sort only when the iteration order is not already right.
+    let mut keys = map.keys();
+    let in_order = match keys.next() {
+        None => true,
+        Some(first) => keys
+            .try_fold(first, |previous, key| {
+                (cmp_utf16(previous, key) == Ordering::Less).then_some(key)
+            })
+            .is_some(),
+    };
+    if in_order {
+        emit_members(out, map.iter());
+    } else {
+        let mut members: Vec<(&String, &Value)> = map.iter().collect();
+        members.sort_unstable_by(|a, b| cmp_utf16(a.0, b.0));
+        emit_members(out, members.into_iter());
+    }
+}
+
+fn emit_members<'a, S: Sink>(out: &mut S, members: impl Iterator<Item = (&'a String, &'a Value)>) {
+    out.push_ascii(b'{');
+    for (index, (key, item)) in members.enumerate() {
+        if index > 0 {
+            out.push_ascii(b',');
+        }
+        emit_string(out, key);
+        out.push_ascii(b':');
+        emit_value(out, item);
+    }
+    out.push_ascii(b'}');
+}
+
+/// Compares two strings by their UTF-16 code units, as RFC 8785 sorts keys.
+pub fn cmp_utf16(a: &str, b: &str) -> Ordering {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        // One is a prefix of the other.
+        None => a.len().cmp(&b.len()),
+        Some(at) => {
+            let (x, y) = (a.get(at).copied(), b.get(at).copied());
+            // UTF-8 byte order is code point order. UTF-16 order differs only between
+            // U+E000..U+FFFF (lead bytes EE, EF) and astral characters (lead bytes
+            // F0..F4, surrogates D800..DBFF in UTF-16), which it puts first. A
+            // difference in a continuation byte is one within a single range.
+            let bmp_high = |byte: Option<u8>| matches!(byte, Some(0xEE | 0xEF));
+            let astral = |byte: Option<u8>| matches!(byte, Some(0xF0..=0xF4));
+            if (bmp_high(x) && astral(y)) || (astral(x) && bmp_high(y)) {
+                y.cmp(&x)
+            } else {
+                x.cmp(&y)
+            }
+        }
+    }
+}
+
+fn emit_number<S: Sink>(out: &mut S, number: &Number) {
+    const EXACT: u64 = 1 << 53;
+    if let Some(n) = number.as_u64() {
+        if n <= EXACT {
+            out.push_str(itoa::Buffer::new().format(n));
+            return;
+        }
+    } else if let Some(n) = number.as_i64()
+        && n.unsigned_abs() <= EXACT
+    {
+        out.push_str(itoa::Buffer::new().format(n));
+        return;
+    }
+    // Integers beyond 2^53 and all fractions: the nearest double, in ECMAScript form.
+    // serde_json never holds a non-finite number, so `as_f64` always answers.
+    let double = number.as_f64().unwrap_or(0.0);
+    // ECMAScript writes an integral double below 2^53 as its integer digits, and
+    // `-0` as `0`; itoa is much faster than the general algorithm for these.
+    if double.fract() == 0.0 && double.abs() <= EXACT as f64 {
+        out.push_str(itoa::Buffer::new().format(double as i64));
+    } else {
+        out.push_str(ryu_js::Buffer::new().format_finite(double));
+    }
+}
+
+pub(crate) fn emit_string<S: Sink>(out: &mut S, text: &str) {
+    out.push_ascii(b'"');
+    let Some(first) = find_escape(text.as_bytes()) else {
+        out.push_str(text);
+        out.push_ascii(b'"');
+        return;
+    };
+    let mut rest = text;
+    let mut next = Some(first);
+    // Runs without escapes go out in one piece.
+    while let Some((raw, tail)) = next.and_then(|at| rest.split_at_checked(at)) {
+        let mut chars = tail.chars();
+        let Some(c) = chars.next() else { break };
+        out.push_str(raw);
+        match escape(c) {
+            Some(escaped) => out.push_str(escaped),
+            None => out.push_str(c.encode_utf8(&mut [0; 4])),
+        }
+        rest = chars.as_str();
+        next = find_escape(rest.as_bytes());
+    }
+    out.push_str(rest);
+    out.push_ascii(b'"');
+}
+
+/// The escapes of U+0000..U+001F: the short forms where JSON has one.
+const CONTROL_ESCAPES: [&str; 32] = [
+    "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007", "\\b",
+    "\\t", "\\n", "\\u000b", "\\f", "\\r", "\\u000e", "\\u000f", "\\u0010", "\\u0011", "\\u0012",
+    "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019", "\\u001a",
+    "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
+];
+
+/// The escape of a character that needs one.
+fn escape(c: char) -> Option<&'static str> {
+    match c {
+        '"' => Some("\\\""),
+        '\\' => Some("\\\\"),
+        _ => CONTROL_ESCAPES
+            .get(usize::try_from(u32::from(c)).ok()?)
+            .copied(),
+    }
+}
+
+/// Whether a byte starts a character that [`escape`] escapes.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = true;
+        byte += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
+/// The index of the first byte of `bytes` that needs an escape, eight bytes at a time.
+fn find_escape(bytes: &[u8]) -> Option<usize> {
+    if bytes.len() < 8 {
+        return bytes
+            .iter()
+            .position(|&byte| NEEDS_ESCAPE[usize::from(byte)]);
+    }
+    let (words, _) = bytes.as_chunks::<8>();
+    for (index, word) in words.iter().enumerate() {
+        let found = escape_mask(*word);
+        if found != 0 {
+            return Some(index * 8 + (found.trailing_zeros() / 8) as usize);
+        }
+    }
+    // The last eight bytes overlap words already found clean, so their first flagged
+    // byte is the first escape of the tail.
+    let found = escape_mask(*bytes.last_chunk::<8>()?);
+    (found != 0).then(|| bytes.len() - 8 + (found.trailing_zeros() / 8) as usize)
+}
+
+/// The high bit of each byte of `word` that needs an escape. Only the lowest set bit is
+/// exact: a borrow runs upward only from a byte that matched, so bits above the first
+/// match may be spurious, and bits below it never are.
+#[inline]
+fn escape_mask(word: [u8; 8]) -> u64 {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGHS: u64 = ONES << 7;
+    let word = u64::from_le_bytes(word);
+    let quote = word ^ (ONES * u64::from(b'"'));
+    let backslash = word ^ (ONES * u64::from(b'\\'));
+    (word.wrapping_sub(ONES * 0x20) & !word
+        | quote.wrapping_sub(ONES) & !quote
+        | backslash.wrapping_sub(ONES) & !backslash)
+        & HIGHS
 }
 
 /// Why a JSON text was refused.
@@ -247,18 +306,20 @@ pub fn parse_strict(text: &str) -> Result<Value, JsonError> {
         .and_then(|value| deserializer.end().map(|()| value));
     value.map_err(|error| match duplicate.into_inner() {
         Some(key) => JsonError::DuplicateKey { key },
-        None => classify(text, &error),
+        None => classify(&error),
     })
 }
 
-fn classify(text: &str, error: &serde_json::Error) -> JsonError {
+fn classify(error: &serde_json::Error) -> JsonError {
     let message = error.to_string();
     let (line, column) = (error.line(), error.column());
-    // serde_json reports a high surrogate without its pair as a truncated hex escape;
-    // look at the escapes themselves to tell the two apart.
-    if message.contains("hex escape") && has_unpaired_surrogate_escape(text) {
+    // serde_json reports surrogate faults with these two messages only: a low surrogate
+    // or a high one followed by a non-low escape, and a high one not followed by `\u`.
+    if message.starts_with("lone leading surrogate in hex escape")
+        || message.starts_with("unexpected end of hex escape")
+    {
         JsonError::LoneSurrogate { line, column }
-    } else if message.contains("number out of range") {
+    } else if message.starts_with("number out of range") {
         JsonError::NumberOutOfRange { line, column }
     } else {
         let message = message
@@ -271,39 +332,6 @@ fn classify(text: &str, error: &serde_json::Error) -> JsonError {
             column,
         }
     }
-}
-
-/// Whether `text` holds a `\\uD800`..`\\uDFFF` escape that is not part of a high-low pair.
-fn has_unpaired_surrogate_escape(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let unit_at = |at: usize| -> Option<u16> {
-        let digits = bytes.get(at..at + 4)?;
-        u16::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
-    };
-    let mut at = 0;
-    while at + 1 < bytes.len() {
-        if bytes[at] != b'\\' {
-            at += 1;
-            continue;
-        }
-        if bytes[at + 1] != b'u' {
-            at += 2;
-            continue;
-        }
-        match unit_at(at + 2) {
-            Some(0xD800..=0xDBFF) => {
-                let paired = bytes.get(at + 6..at + 8) == Some(&b"\\u"[..])
-                    && matches!(unit_at(at + 8), Some(0xDC00..=0xDFFF));
-                if !paired {
-                    return true;
-                }
-                at += 12;
-            }
-            Some(0xDC00..=0xDFFF) => return true,
-            _ => at += 6,
-        }
-    }
-    false
 }
 
 /// Builds a `Value`, refusing duplicate keys; the first duplicate found is kept in the
@@ -367,13 +395,18 @@ impl<'de> Visitor<'de> for StrictSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
         let mut map = Map::new();
         while let Some(key) = access.next_key::<String>()? {
-            let item = access.next_value_seed(self)?;
-            if map.contains_key(&key) {
-                let error = de::Error::custom(format_args!("duplicate key {key:?}"));
-                *self.0.borrow_mut() = Some(key);
-                return Err(error);
+            // Refuse at the repeated key, before reading (possibly much) more.
+            match map.entry(key) {
+                Entry::Vacant(slot) => {
+                    slot.insert(access.next_value_seed(self)?);
+                }
+                Entry::Occupied(slot) => {
+                    let key = slot.key().clone();
+                    let error = de::Error::custom(format_args!("duplicate key {key:?}"));
+                    *self.0.borrow_mut() = Some(key);
+                    return Err(error);
+                }
             }
-            map.insert(key, item);
         }
         Ok(Value::Object(map))
     }
@@ -448,6 +481,27 @@ mod tests {
         assert!(matches!(
             parse_strict(r#"{"s":"\ud83d"}"#),
             Err(JsonError::LoneSurrogate { .. })
+        ));
+        for text in [
+            r#""\ud800x""#,
+            r#""\ud800\u0041""#,
+            r#""\ud800\ud800\udc00""#,
+            r#""\udc00\ud800""#,
+            r#"{"\ud800":1}"#,
+        ] {
+            assert!(
+                matches!(parse_strict(text), Err(JsonError::LoneSurrogate { .. })),
+                "{text}"
+            );
+        }
+        // A surrogate pair is fine; a truncated escape is a plain syntax error.
+        assert_eq!(
+            parse_strict(r#""\ud83d\ude00""#),
+            Ok(Value::String("😀".into()))
+        );
+        assert!(matches!(
+            parse_strict(r#""\ud800\u12"#),
+            Err(JsonError::Syntax { .. })
         ));
         assert!(matches!(
             parse_strict(r#"{"n":1e400}"#),

@@ -93,6 +93,8 @@ pub struct GateContext<'a> {
     pub scope: &'a Id,
     /// The scope's taint.
     pub taint: Taint,
+    /// Whether the scope is a child scope (where strict isolation sends untrusted work).
+    pub is_child: bool,
     /// The blocks of the scope's context.
     pub blocks: &'a [Block],
 }
@@ -185,8 +187,8 @@ impl Policy {
         Self::default()
     }
 
-    /// Opt in to strict isolation: a clean scope may not call tools whose output is
-    /// untrusted; it must run them in a child scope.
+    /// Opt in to strict isolation: a clean root scope may not call tools whose output
+    /// is untrusted; it must run them in a child scope.
     pub fn strict_isolation(mut self, on: bool) -> Self {
         self.strict_isolation = on;
         self
@@ -228,7 +230,11 @@ impl Policy {
         if let Some(decision) = self.rules.iter().find_map(|rule| rule.evaluate(cx)) {
             return decision;
         }
-        if self.strict_isolation && cx.taint == Taint::Clean && spec.trust == Trust::Untrusted {
+        if self.strict_isolation
+            && !cx.is_child
+            && cx.taint == Taint::Clean
+            && spec.trust == Trust::Untrusted
+        {
             return Decision::deny(
                 "strict-isolation",
                 format!(

@@ -38,6 +38,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod audit;
 pub mod block;
 pub mod call;
@@ -49,6 +50,7 @@ pub mod event;
 pub mod gate;
 pub mod id;
 pub mod nonce;
+pub mod providers;
 pub mod quarantine;
 pub mod record;
 pub mod registry;
@@ -58,6 +60,10 @@ pub mod scope;
 pub mod session;
 pub mod tool;
 
+pub use agent::{
+    Agent, AgentError, AssistantMessage, CallResult, ChatMessage, Model, ModelError, ModelFuture,
+    ModelRequest, ModelToolCall, ScriptedModel, Transcript,
+};
 pub use block::{Block, Instruction};
 pub use call::{CallError, CallErrorReason, Checksum, ToolCall};
 pub use canonical::{JsonError, canonical_json, parse_strict};

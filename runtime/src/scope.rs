@@ -163,7 +163,8 @@ impl Scope {
         self.push(Block::instruction(id, instruction), rendered, "instruction")
     }
 
-    /// Adds a user's or peer's message; untrusted, so a clean scope becomes tainted.
+    /// Adds a message: the principal's is trusted data; anyone else's is untrusted, so a
+    /// clean scope becomes tainted.
     pub fn add_message(&self, message: &Message) -> Result<Id, ScopeError> {
         let rendered = self.session.renderer().message(message)?;
         let id = Id::new(message.id.as_str()).map_err(|error| RenderError::InvalidId {
@@ -269,6 +270,7 @@ impl Scope {
                 spec: self.session.registry().spec(call.tool()).ok(),
                 scope: &self.id,
                 taint: scope.taint,
+                is_child: scope.parent.is_some(),
                 blocks: &scope.blocks,
             };
             let decision = self.session.inner.policy.decide(&cx, &scope.nonces);

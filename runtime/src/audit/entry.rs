@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::call::Checksum;
-use crate::canonical::{JsonError, canonical_json, parse_strict, write_object};
+use crate::canonical::{JsonError, canonical_json, emit_object, parse_strict};
 use crate::id::{self, IdError};
 
 /// The `prev` of the first entry: 64 zeros.
@@ -130,7 +130,7 @@ impl Body {
 /// `SHA-256(prev_hex ‖ canonical(entry without hash))`; `fields` must not hold `hash`.
 fn entry_hash(prev: &Checksum, fields: &Map<String, Value>) -> Checksum {
     let mut text = String::with_capacity(256);
-    write_object(&mut text, fields);
+    emit_object(&mut text, fields);
     let mut hasher = Sha256::new();
     hasher.update(prev.to_hex().as_bytes());
     hasher.update(text.as_bytes());
@@ -207,7 +207,7 @@ pub(crate) fn read_line(line: &[u8]) -> Result<Entry, LineFault> {
 
 fn canonical_json_of(fields: &Map<String, Value>) -> String {
     let mut text = String::with_capacity(256);
-    write_object(&mut text, fields);
+    emit_object(&mut text, fields);
     text
 }
 

@@ -312,12 +312,12 @@ impl Renderer {
         Ok(rendered)
     }
 
-    /// A user's or peer agent's message; always untrusted.
+    /// A message from a person or a peer agent: untrusted, except the principal's.
     pub fn message(&self, message: &Message) -> Result<Rendered, RenderError> {
         checked_id("message", &message.id)?;
         let sealed = self.key.is_some();
         let (tier, role) = match message.sender {
-            Sender::User => (Tier::Message, Some("user")),
+            Sender::Principal | Sender::User => (Tier::Message, Some("user")),
             Sender::Peer => (Tier::PeerOutput, None),
         };
         let spec = Spec {
@@ -336,7 +336,12 @@ impl Renderer {
             leading_compat: Vec::new(),
             nonce_attr: sealed,
         };
-        let mut rendered = Rendered::empty(Trust::Untrusted);
+        let trust = if message.sender == Sender::Principal {
+            Trust::Trusted
+        } else {
+            Trust::Untrusted
+        };
+        let mut rendered = Rendered::empty(trust);
         self.leaf(&mut rendered, spec, &message.content, &[])?;
         Ok(rendered)
     }
