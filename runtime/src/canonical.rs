@@ -167,58 +167,43 @@ fn emit_number<S: Sink>(out: &mut S, number: &Number) {
 
 pub(crate) fn emit_string<S: Sink>(out: &mut S, text: &str) {
     out.push_ascii(b'"');
-    let Some(first) = find_escape(text.as_bytes()) else {
-        out.push_str(text);
-        out.push_ascii(b'"');
-        return;
-    };
-    let mut rest = text;
-    let mut next = Some(first);
-    // Runs without escapes go out in one piece.
-    while let Some((raw, tail)) = next.and_then(|at| rest.split_at_checked(at)) {
-        let mut chars = tail.chars();
-        let Some(c) = chars.next() else { break };
+    let bytes = text.as_bytes();
+    // Runs without escapes go out in one piece. Escaped bytes are ASCII, so both ends of
+    // every run are character boundaries.
+    let mut run = 0;
+    while let Some(at) = bytes
+        .get(run..)
+        .and_then(find_escape)
+        .map(|found| run + found)
+    {
+        let (Some(raw), Some(&byte)) = (text.get(run..at), bytes.get(at)) else {
+            break;
+        };
         out.push_str(raw);
-        match escape(c) {
-            Some(escaped) => out.push_str(escaped),
-            None => out.push_str(c.encode_utf8(&mut [0; 4])),
-        }
-        rest = chars.as_str();
-        next = find_escape(rest.as_bytes());
+        out.push_str(ESCAPES[usize::from(byte)]);
+        run = at + 1;
     }
-    out.push_str(rest);
+    out.push_str(text.get(run..).unwrap_or_default());
     out.push_ascii(b'"');
 }
 
-/// The escapes of U+0000..U+001F: the short forms where JSON has one.
-const CONTROL_ESCAPES: [&str; 32] = [
-    "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007", "\\b",
-    "\\t", "\\n", "\\u000b", "\\f", "\\r", "\\u000e", "\\u000f", "\\u0010", "\\u0011", "\\u0012",
-    "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019", "\\u001a",
-    "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
-];
-
-/// The escape of a character that needs one.
-fn escape(c: char) -> Option<&'static str> {
-    match c {
-        '"' => Some("\\\""),
-        '\\' => Some("\\\\"),
-        _ => CONTROL_ESCAPES
-            .get(usize::try_from(u32::from(c)).ok()?)
-            .copied(),
-    }
-}
-
-/// Whether a byte starts a character that [`escape`] escapes.
-const NEEDS_ESCAPE: [bool; 256] = {
-    let mut table = [false; 256];
+/// The escape of each byte: `"` and `\`, and U+0000..U+001F in their short forms where
+/// JSON has one; empty for every byte written as it is.
+const ESCAPES: [&str; 256] = {
+    const CONTROL: [&str; 32] = [
+        "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
+        "\\b", "\\t", "\\n", "\\u000b", "\\f", "\\r", "\\u000e", "\\u000f", "\\u0010", "\\u0011",
+        "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019",
+        "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
+    ];
+    let mut table = [""; 256];
     let mut byte = 0;
-    while byte < 0x20 {
-        table[byte] = true;
+    while byte < CONTROL.len() {
+        table[byte] = CONTROL[byte];
         byte += 1;
     }
-    table[b'"' as usize] = true;
-    table[b'\\' as usize] = true;
+    table[b'"' as usize] = "\\\"";
+    table[b'\\' as usize] = "\\\\";
     table
 };
 
@@ -227,7 +212,7 @@ fn find_escape(bytes: &[u8]) -> Option<usize> {
     if bytes.len() < 8 {
         return bytes
             .iter()
-            .position(|&byte| NEEDS_ESCAPE[usize::from(byte)]);
+            .position(|&byte| !ESCAPES[usize::from(byte)].is_empty());
     }
     let (words, _) = bytes.as_chunks::<8>();
     for (index, word) in words.iter().enumerate() {
