@@ -236,20 +236,22 @@ fn emit_call<S: Sink>(out: &mut S, tool: &str, args: &Map<String, Value>) {
     out.push_str("}");
 }
 
-/// Hashes canonical text as it is written, through a small buffer, so that computing a
-/// checksum never holds the whole text.
+/// Hashes canonical text as it is written, through a buffer on the stack, so that a
+/// checksum neither allocates nor holds the whole text.
 struct Hashing {
     hasher: Sha256,
-    buffer: Vec<u8>,
+    buffer: [u8; Hashing::BUFFER],
+    len: usize,
 }
 
 impl Hashing {
-    const BUFFER: usize = 8 * 1024;
+    const BUFFER: usize = 1024;
 
     fn new() -> Self {
         Hashing {
             hasher: Sha256::new(),
-            buffer: Vec::with_capacity(Self::BUFFER),
+            buffer: [0; Self::BUFFER],
+            len: 0,
         }
     }
 
@@ -257,42 +259,50 @@ impl Hashing {
         self.flush();
         Checksum(self.hasher.finalize().into())
     }
+
+    fn flush(&mut self) {
+        if let Some(pending) = self.buffer.get(..self.len) {
+            self.hasher.update(pending);
+        }
+        self.len = 0;
+    }
+
+    /// Writes what does not fit in the buffer's free space.
+    #[cold]
+    fn spill(&mut self, bytes: &[u8]) {
+        self.flush();
+        match self.buffer.get_mut(..bytes.len()) {
+            Some(slot) => {
+                slot.copy_from_slice(bytes);
+                self.len = bytes.len();
+            }
+            // Longer than the buffer (a big string): straight to the hasher, no copy.
+            None => self.hasher.update(bytes),
+        }
+    }
 }
 
 impl Sink for Hashing {
     #[inline]
     fn push_str(&mut self, text: &str) {
         let bytes = text.as_bytes();
-        if bytes.len() <= self.buffer.capacity() - self.buffer.len() {
-            self.buffer.extend_from_slice(bytes);
-        } else {
-            self.spill(bytes);
+        match self.buffer.get_mut(self.len..self.len + bytes.len()) {
+            Some(slot) => {
+                slot.copy_from_slice(bytes);
+                self.len += bytes.len();
+            }
+            None => self.spill(bytes),
         }
     }
 
     #[inline]
     fn push_ascii(&mut self, byte: u8) {
-        if self.buffer.len() == self.buffer.capacity() {
-            self.flush();
-        }
-        self.buffer.push(byte);
-    }
-}
-
-impl Hashing {
-    fn flush(&mut self) {
-        self.hasher.update(&self.buffer);
-        self.buffer.clear();
-    }
-
-    #[cold]
-    fn spill(&mut self, bytes: &[u8]) {
-        self.flush();
-        if bytes.len() >= Self::BUFFER {
-            // Long runs (big strings) go to the hasher without a copy.
-            self.hasher.update(bytes);
-        } else {
-            self.buffer.extend_from_slice(bytes);
+        match self.buffer.get_mut(self.len) {
+            Some(slot) => {
+                *slot = byte;
+                self.len += 1;
+            }
+            None => self.spill(&[byte]),
         }
     }
 }

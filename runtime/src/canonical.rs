@@ -180,7 +180,15 @@ pub(crate) fn emit_string<S: Sink>(out: &mut S, text: &str) {
             break;
         };
         out.push_str(raw);
-        out.push_str(ESCAPES[usize::from(byte)]);
+        // Most escapes are two bytes; writing them as bytes avoids a copy call.
+        let escape = ESCAPES[usize::from(byte)];
+        match escape.as_bytes() {
+            &[backslash, letter] => {
+                out.push_ascii(backslash);
+                out.push_ascii(letter);
+            }
+            _ => out.push_str(escape),
+        }
         run = at + 1;
     }
     out.push_str(text.get(run..).unwrap_or_default());
@@ -447,6 +455,24 @@ mod tests {
             canonical_json(&value),
             "\"q\\\" b\\\\ / \\b\\f\\n\\r\\t\\u0000\\u001f\u{7f}\u{80}\u{2028}é\""
         );
+    }
+
+    /// The first flagged byte is the first byte that needs escaping, whatever its
+    /// neighbours (the flags above it may be spurious, and are never used).
+    #[test]
+    fn escape_masks_find_the_first_byte_that_needs_escaping() {
+        let needs = |byte: u8| byte < 0x20 || byte == b'"' || byte == b'\\';
+        for a in 0..=255u8 {
+            for b in 0..=255u8 {
+                for word in [[a, b, b, a, a, a, b, b], [b, b, b, b, b, b, b, a]] {
+                    let expected = word.iter().position(|&byte| needs(byte));
+                    let mask = escape_mask(word);
+                    let found = (mask != 0).then(|| (mask.trailing_zeros() / 8) as usize);
+                    assert_eq!(found, expected, "{word:?}");
+                    assert_eq!(find_escape(&word), expected, "{word:?}");
+                }
+            }
+        }
     }
 
     #[test]
