@@ -404,33 +404,40 @@ fn unrepresentable(reason: &CallErrorReason) -> bool {
     )
 }
 
-/// The `rendered` / `rendered_trusted` / `rendered_error` fields of a tool-call vector.
+/// The `rendered` / `rendered_trusted` / `rendered_error` fields of a tool-call vector:
+/// the body wrapped as an untrusted and as a trusted tool result, or a body that both
+/// must refuse to render.
 fn check_tool_result_renderings(
     entry: &Map<String, Value>,
     report: &mut Report,
     outcome: &mut Outcome,
 ) {
-    let fields = [
-        ("rendered", Kind::ToolResult),
-        ("rendered_trusted", Kind::TrustedToolResult),
-    ];
-    for (field, kind) in fields {
-        if !entry.contains_key(field) && !entry.contains_key("rendered_error") {
-            continue;
-        }
-        let input = Value::Object(entry.clone());
-        let expected = match (entry.get(field), entry.get("rendered_error")) {
-            (_, Some(_)) => Expected::Refusal,
-            (Some(Value::String(text)), None) => Expected::Text(text),
-            (other, None) => {
-                let found = other.map_or("nothing".to_owned(), Value::to_string);
-                outcome.fail(Mismatch::new(format!("field `{field}`"), "a string", found));
-                continue;
-            }
-        };
+    let input = Value::Object(entry.clone());
+    let checks: Vec<(&str, Kind, Expected<'_>)> = if entry.contains_key("rendered_error") {
+        vec![
+            ("rendered_error", Kind::ToolResult, Expected::Refusal),
+            ("rendered_error", Kind::TrustedToolResult, Expected::Refusal),
+        ]
+    } else {
+        [
+            ("rendered", Kind::ToolResult),
+            ("rendered_trusted", Kind::TrustedToolResult),
+        ]
+        .into_iter()
+        .filter(|(field, _)| entry.contains_key(*field))
+        .filter_map(|(field, kind)| {
+            Some((
+                field,
+                kind,
+                Expected::Text(text_field(entry, field, outcome)?),
+            ))
+        })
+        .collect()
+    };
+    for (field, kind, expected) in checks {
         match render(kind, &input) {
             Rendering::NoRenderer => report.note_unchecked(&format!(
-                "`{field}` of tool-call vectors: kind {kind}: no renderer"
+                "`{field}` of tool-call vectors, kind {kind}: no renderer"
             )),
             rendering => compare_rendering(field, &expected, &rendering, outcome),
         }
