@@ -8,7 +8,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::canonical::{JsonError, Sink, emit_object, emit_string, parse_strict};
+use crate::canonical::{
+    JsonError, Order, Sink, emit_canonical, emit_object, emit_string, parse_strict,
+};
 use crate::id::{Id, IdError, hex};
 
 /// A lowercase-hex SHA-256 of a call's canonical text.
@@ -188,7 +190,11 @@ impl ToolCall {
 
     fn assemble(id: Id, tool: String, args: Map<String, Value>) -> Self {
         let mut hashing = Hashing::new();
-        emit_call(&mut hashing, &tool, &args);
+        emit_canonical(
+            &mut hashing,
+            |out, order| emit_call(out, &tool, &args, order),
+            |out| *out = Hashing::new(),
+        );
         let checksum = hashing.finish();
         ToolCall {
             id,
@@ -221,16 +227,20 @@ impl ToolCall {
     /// The canonical text that was hashed: `{"args":…,"tool":…}` in RFC 8785 form.
     pub fn canonical(&self) -> String {
         let mut out = String::new();
-        emit_call(&mut out, &self.tool, &self.args);
+        emit_canonical(
+            &mut out,
+            |out, order| emit_call(out, &self.tool, &self.args, order),
+            String::clear,
+        );
         out
     }
 }
 
 /// Writes the canonical text of `{"args": args, "tool": tool}` without building the
 /// wrapper object ("args" sorts before "tool").
-fn emit_call<S: Sink>(out: &mut S, tool: &str, args: &Map<String, Value>) {
+fn emit_call<S: Sink>(out: &mut S, tool: &str, args: &Map<String, Value>, order: &mut Order) {
     out.push_str("{\"args\":");
-    emit_object(out, args);
+    emit_object(out, args, order);
     out.push_str(",\"tool\":");
     emit_string(out, tool);
     out.push_str("}");

@@ -26,13 +26,18 @@ use serde_json::{Map, Number, Value};
 /// ```
 pub fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
-    emit_value(&mut out, value);
+    write_canonical(&mut out, value);
     out
 }
 
 /// Appends the canonical text of `value` to `out`.
 pub fn write_canonical(out: &mut String, value: &Value) {
-    emit_value(out, value);
+    let start = out.len();
+    emit_canonical(
+        out,
+        |out, order| emit_value(out, value, order),
+        |out| out.truncate(start),
+    );
 }
 
 /// Appends `text` as a canonical JSON string: `"` and `\` escaped, the control
@@ -61,7 +66,39 @@ impl Sink for String {
     }
 }
 
-pub(crate) fn emit_value<S: Sink>(out: &mut S, value: &Value) {
+/// How objects are written. serde_json's map iterates in UTF-8 order (or insertion order
+/// under its `preserve_order` feature), and UTF-16 order differs from UTF-8 order only
+/// when keys mix U+E000..U+FFFF with astral characters. So a first pass writes members as
+/// the map iterates them, checking the order as it goes, and only when some map was out
+/// of UTF-16 order does a second pass sort every object.
+#[derive(Debug, Default)]
+pub(crate) struct Order {
+    sort: bool,
+    misordered: bool,
+}
+
+/// Writes canonical text with `emit`; when the first pass finds a map out of order,
+/// `restart` undoes what it wrote and `emit` runs again with every object sorted.
+pub(crate) fn emit_canonical<S: Sink>(
+    out: &mut S,
+    emit: impl Fn(&mut S, &mut Order),
+    restart: impl FnOnce(&mut S),
+) {
+    let mut order = Order::default();
+    emit(out, &mut order);
+    if order.misordered {
+        restart(out);
+        emit(
+            out,
+            &mut Order {
+                sort: true,
+                misordered: false,
+            },
+        );
+    }
+}
+
+pub(crate) fn emit_value<S: Sink>(out: &mut S, value: &Value, order: &mut Order) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
@@ -74,47 +111,49 @@ pub(crate) fn emit_value<S: Sink>(out: &mut S, value: &Value) {
                 if index > 0 {
                     out.push_ascii(b',');
                 }
-                emit_value(out, item);
+                emit_value(out, item, order);
             }
             out.push_ascii(b']');
         }
-        Value::Object(map) => emit_object(out, map),
+        Value::Object(map) => emit_object(out, map, order),
     }
 }
 
-pub(crate) fn emit_object<S: Sink>(out: &mut S, map: &Map<String, Value>) {
-    // serde_json's map iterates in UTF-8 order (or insertion order under the
-    // `preserve_order` feature); UTF-16 order differs only when keys mix U+E000..U+FFFF
-    // with astral characters. Sort only when the iteration order is not already right.
-    let mut keys = map.keys();
-    let in_order = match keys.next() {
-        None => true,
-        Some(first) => keys
-            .try_fold(first, |previous, key| {
-                (cmp_utf16(previous, key) == Ordering::Less).then_some(key)
-            })
-            .is_some(),
-    };
-    if in_order {
-        emit_members(out, map.iter());
-    } else {
+pub(crate) fn emit_object<S: Sink>(out: &mut S, map: &Map<String, Value>, order: &mut Order) {
+    if order.misordered {
+        // This pass is discarded; the sorted one will write the text.
+        return;
+    }
+    out.push_ascii(b'{');
+    if order.sort {
         let mut members: Vec<(&String, &Value)> = map.iter().collect();
         members.sort_unstable_by(|a, b| cmp_utf16(a.0, b.0));
-        emit_members(out, members.into_iter());
-    }
-}
-
-fn emit_members<'a, S: Sink>(out: &mut S, members: impl Iterator<Item = (&'a String, &'a Value)>) {
-    out.push_ascii(b'{');
-    for (index, (key, item)) in members.enumerate() {
-        if index > 0 {
-            out.push_ascii(b',');
+        for (index, (key, item)) in members.into_iter().enumerate() {
+            if index > 0 {
+                out.push_ascii(b',');
+            }
+            emit_member(out, key, item, order);
         }
-        emit_string(out, key);
-        out.push_ascii(b':');
-        emit_value(out, item);
+    } else {
+        let mut previous: Option<&str> = None;
+        for (key, item) in map {
+            if let Some(previous) = previous {
+                if cmp_utf16(previous, key) != Ordering::Less {
+                    order.misordered = true;
+                }
+                out.push_ascii(b',');
+            }
+            emit_member(out, key, item, order);
+            previous = Some(key);
+        }
     }
     out.push_ascii(b'}');
+}
+
+fn emit_member<S: Sink>(out: &mut S, key: &str, item: &Value, order: &mut Order) {
+    emit_string(out, key);
+    out.push_ascii(b':');
+    emit_value(out, item, order);
 }
 
 /// Compares two strings by their UTF-16 code units, as RFC 8785 sorts keys.
@@ -446,6 +485,25 @@ mod tests {
         assert_eq!(cmp_utf16("\u{1f600}", "\u{e000}"), Ordering::Less);
         assert_eq!(cmp_utf16("\u{d7ff}", "\u{1f600}"), Ordering::Less);
         assert_eq!(cmp_utf16("\u{1f600}", "\u{1f601}"), Ordering::Less);
+    }
+
+    /// A map out of UTF-16 order makes the writer start over with every object sorted;
+    /// what was written before the value, and the checksum, come out right.
+    #[test]
+    fn out_of_order_maps_are_rewritten_sorted() {
+        let value = json!([{"b": 1, "a": [{"\u{fb01}": 1, "\u{1f600}": 2}]}, {"z": 0, "y": 1}]);
+        let expected = "[{\"a\":[{\"\u{1f600}\":2,\"\u{fb01}\":1}],\"b\":1},{\"y\":1,\"z\":0}]";
+        let mut out = String::from("prefix:");
+        write_canonical(&mut out, &value);
+        assert_eq!(out, format!("prefix:{expected}"));
+
+        let call =
+            crate::ToolCall::from_model("t", r#"{"k":{"\ufb01":1,"\ud83d\ude00":2},"e":"\ue000"}"#)
+                .unwrap();
+        let canonical =
+            "{\"args\":{\"e\":\"\u{e000}\",\"k\":{\"\u{1f600}\":2,\"\u{fb01}\":1}},\"tool\":\"t\"}";
+        assert_eq!(call.canonical(), canonical);
+        assert_eq!(call.checksum(), crate::Checksum::of(canonical.as_bytes()));
     }
 
     #[test]
