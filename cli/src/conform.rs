@@ -565,11 +565,10 @@ enum Rendering {
     NoRenderer,
 }
 
-/// Renders `input` as `kind`: one arm per kind. A renderer plugs in by replacing its
+/// Renders a vector's input as `kind`: one arm per kind. A renderer plugs in by replacing its
 /// kind's `NoRenderer` with a call that maps the vector's input to the renderer's
 /// arguments (for tool results, the vector entry: `tool`, `checksum`, `rendered_body`).
-fn render(kind: Kind, input: &Value) -> Rendering {
-    let _ = input;
+fn render(kind: Kind, _input: &Value) -> Rendering {
     match kind {
         Kind::ToolResult => Rendering::NoRenderer,
         Kind::TrustedToolResult => Rendering::NoRenderer,
