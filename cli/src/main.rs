@@ -32,23 +32,28 @@ enum Command {
     /// Verifies or shows a tamper-evident audit log.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
-    /// Writes the RFC 8785 canonical bytes of the JSON document in FILE, with no trailing
-    /// newline. Invalid JSON, duplicate keys, lone surrogates and numbers that overflow a
-    /// double are errors (exit status 1).
+    /// Writes the RFC 8785 canonical bytes of a JSON document.
+    ///
+    /// The bytes go to standard output with no trailing newline. Invalid JSON, duplicate
+    /// keys, lone surrogates and numbers that overflow a double are errors (exit status 1).
     Canon {
         /// The JSON document.
         file: PathBuf,
     },
-    /// Reads JSON lines `{"tool": "…", "args_json": "…"}` and writes one JSON line for each:
-    /// `{"checksum": "<64 hex>", "canonical": "…"}`, or `{"error": "…"}` for a line or call
-    /// that cannot be read. Exit status 1 when any line was an error.
+    /// Computes tool-call checksums for JSON lines of `{"tool", "args_json"}`.
+    ///
+    /// Writes one JSON line for each input line: `{"checksum": "<64 hex>", "canonical": "…"}`,
+    /// or `{"error": "line N: …"}` for a line or call that cannot be read; other fields of an
+    /// input line are ignored. Exit status 1 when any line was an error.
     Checksum {
         /// The input; standard input when absent.
         file: Option<PathBuf>,
     },
-    /// Runs conformance vectors: tool-call vector files (arrays of objects with
-    /// `args_json`), envelope vector files (objects with `kind`, `input`, `rendered`) and
-    /// RFC 8785 directories (`input/` and `output/`). Prints every failing case, then
+    /// Runs conformance vectors and reports every failing case.
+    ///
+    /// Takes tool-call vector files (arrays of objects with `args_json`), envelope vector
+    /// files (objects with `kind`, `input`, `rendered`) and RFC 8785 directories (`input/`
+    /// and `output/`). Prints every failing case with expected and actual, then
     /// `N passed, M failed`; exit status 0 only when nothing failed.
     Conform {
         /// Vector files and directories.

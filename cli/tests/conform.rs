@@ -50,7 +50,12 @@ fn the_projects_tool_call_and_jcs_vectors_pass() {
     let expected = tool_call_vectors().len() + jcs_input_count();
     assert_eq!(totals(&run), (expected, 0), "{}", run.stdout_text());
     assert_eq!(run.code, Some(0));
-    assert!(!run.stdout_text().contains("FAIL"));
+    let text = run.stdout_text();
+    assert!(!text.contains("FAIL"), "{text}");
+    assert!(
+        !text.contains("not checked"),
+        "every field is checked: {text}"
+    );
 }
 
 #[test]

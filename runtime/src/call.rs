@@ -8,7 +8,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::canonical::{JsonError, Sink, emit_object, emit_string, parse_strict};
+use crate::canonical::{
+    JsonError, Order, Sink, emit_canonical, emit_object, emit_string, parse_strict,
+};
 use crate::id::{Id, IdError, hex};
 
 /// A lowercase-hex SHA-256 of a call's canonical text.
@@ -193,7 +195,11 @@ impl ToolCall {
 
     fn assemble(id: Id, tool: String, args: Map<String, Value>) -> Self {
         let mut hashing = Hashing::new();
-        emit_call(&mut hashing, &tool, &args);
+        emit_canonical(
+            &mut hashing,
+            |out, order| emit_call(out, &tool, &args, order),
+            |out| *out = Hashing::new(),
+        );
         let checksum = hashing.finish();
         ToolCall {
             id,
@@ -226,35 +232,41 @@ impl ToolCall {
     /// The canonical text that was hashed: `{"args":…,"tool":…}` in RFC 8785 form.
     pub fn canonical(&self) -> String {
         let mut out = String::new();
-        emit_call(&mut out, &self.tool, &self.args);
+        emit_canonical(
+            &mut out,
+            |out, order| emit_call(out, &self.tool, &self.args, order),
+            String::clear,
+        );
         out
     }
 }
 
 /// Writes the canonical text of `{"args": args, "tool": tool}` without building the
 /// wrapper object ("args" sorts before "tool").
-fn emit_call<S: Sink>(out: &mut S, tool: &str, args: &Map<String, Value>) {
+fn emit_call<S: Sink>(out: &mut S, tool: &str, args: &Map<String, Value>, order: &mut Order) {
     out.push_str("{\"args\":");
-    emit_object(out, args);
+    emit_object(out, args, order);
     out.push_str(",\"tool\":");
     emit_string(out, tool);
     out.push_str("}");
 }
 
-/// Hashes canonical text as it is written, through a small buffer, so that computing a
-/// checksum never holds the whole text.
+/// Hashes canonical text as it is written, through a buffer on the stack, so that a
+/// checksum neither allocates nor holds the whole text.
 struct Hashing {
     hasher: Sha256,
-    buffer: Vec<u8>,
+    buffer: [u8; Hashing::BUFFER],
+    len: usize,
 }
 
 impl Hashing {
-    const BUFFER: usize = 8 * 1024;
+    const BUFFER: usize = 1024;
 
     fn new() -> Self {
         Hashing {
             hasher: Sha256::new(),
-            buffer: Vec::with_capacity(Self::BUFFER),
+            buffer: [0; Self::BUFFER],
+            len: 0,
         }
     }
 
@@ -262,42 +274,50 @@ impl Hashing {
         self.flush();
         Checksum(self.hasher.finalize().into())
     }
+
+    fn flush(&mut self) {
+        if let Some(pending) = self.buffer.get(..self.len) {
+            self.hasher.update(pending);
+        }
+        self.len = 0;
+    }
+
+    /// Writes what does not fit in the buffer's free space.
+    #[cold]
+    fn spill(&mut self, bytes: &[u8]) {
+        self.flush();
+        match self.buffer.get_mut(..bytes.len()) {
+            Some(slot) => {
+                slot.copy_from_slice(bytes);
+                self.len = bytes.len();
+            }
+            // Longer than the buffer (a big string): straight to the hasher, no copy.
+            None => self.hasher.update(bytes),
+        }
+    }
 }
 
 impl Sink for Hashing {
     #[inline]
     fn push_str(&mut self, text: &str) {
         let bytes = text.as_bytes();
-        if bytes.len() <= self.buffer.capacity() - self.buffer.len() {
-            self.buffer.extend_from_slice(bytes);
-        } else {
-            self.spill(bytes);
+        match self.buffer.get_mut(self.len..self.len + bytes.len()) {
+            Some(slot) => {
+                slot.copy_from_slice(bytes);
+                self.len += bytes.len();
+            }
+            None => self.spill(bytes),
         }
     }
 
     #[inline]
     fn push_ascii(&mut self, byte: u8) {
-        if self.buffer.len() == self.buffer.capacity() {
-            self.flush();
-        }
-        self.buffer.push(byte);
-    }
-}
-
-impl Hashing {
-    fn flush(&mut self) {
-        self.hasher.update(&self.buffer);
-        self.buffer.clear();
-    }
-
-    #[cold]
-    fn spill(&mut self, bytes: &[u8]) {
-        self.flush();
-        if bytes.len() >= Self::BUFFER {
-            // Long runs (big strings) go to the hasher without a copy.
-            self.hasher.update(bytes);
-        } else {
-            self.buffer.extend_from_slice(bytes);
+        match self.buffer.get_mut(self.len) {
+            Some(slot) => {
+                *slot = byte;
+                self.len += 1;
+            }
+            None => self.spill(&[byte]),
         }
     }
 }

@@ -26,13 +26,18 @@ use serde_json::{Map, Number, Value};
 /// ```
 pub fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
-    emit_value(&mut out, value);
+    write_canonical(&mut out, value);
     out
 }
 
 /// Appends the canonical text of `value` to `out`.
 pub fn write_canonical(out: &mut String, value: &Value) {
-    emit_value(out, value);
+    let start = out.len();
+    emit_canonical(
+        out,
+        |out, order| emit_value(out, value, order),
+        |out| out.truncate(start),
+    );
 }
 
 /// Appends `text` as a canonical JSON string: `"` and `\` escaped, the control
@@ -61,7 +66,39 @@ impl Sink for String {
     }
 }
 
-pub(crate) fn emit_value<S: Sink>(out: &mut S, value: &Value) {
+/// How objects are written. serde_json's map iterates in UTF-8 order (or insertion order
+/// under its `preserve_order` feature), and UTF-16 order differs from UTF-8 order only
+/// when keys mix U+E000..U+FFFF with astral characters. So a first pass writes members as
+/// the map iterates them, checking the order as it goes, and only when some map was out
+/// of UTF-16 order does a second pass sort every object.
+#[derive(Debug, Default)]
+pub(crate) struct Order {
+    sort: bool,
+    misordered: bool,
+}
+
+/// Writes canonical text with `emit`; when the first pass finds a map out of order,
+/// `restart` undoes what it wrote and `emit` runs again with every object sorted.
+pub(crate) fn emit_canonical<S: Sink>(
+    out: &mut S,
+    emit: impl Fn(&mut S, &mut Order),
+    restart: impl FnOnce(&mut S),
+) {
+    let mut order = Order::default();
+    emit(out, &mut order);
+    if order.misordered {
+        restart(out);
+        emit(
+            out,
+            &mut Order {
+                sort: true,
+                misordered: false,
+            },
+        );
+    }
+}
+
+pub(crate) fn emit_value<S: Sink>(out: &mut S, value: &Value, order: &mut Order) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
@@ -74,47 +111,49 @@ pub(crate) fn emit_value<S: Sink>(out: &mut S, value: &Value) {
                 if index > 0 {
                     out.push_ascii(b',');
                 }
-                emit_value(out, item);
+                emit_value(out, item, order);
             }
             out.push_ascii(b']');
         }
-        Value::Object(map) => emit_object(out, map),
+        Value::Object(map) => emit_object(out, map, order),
     }
 }
 
-pub(crate) fn emit_object<S: Sink>(out: &mut S, map: &Map<String, Value>) {
-    // serde_json's map iterates in UTF-8 order (or insertion order under the
-    // `preserve_order` feature); UTF-16 order differs only when keys mix U+E000..U+FFFF
-    // with astral characters. Sort only when the iteration order is not already right.
-    let mut keys = map.keys();
-    let in_order = match keys.next() {
-        None => true,
-        Some(first) => keys
-            .try_fold(first, |previous, key| {
-                (cmp_utf16(previous, key) == Ordering::Less).then_some(key)
-            })
-            .is_some(),
-    };
-    if in_order {
-        emit_members(out, map.iter());
-    } else {
+pub(crate) fn emit_object<S: Sink>(out: &mut S, map: &Map<String, Value>, order: &mut Order) {
+    if order.misordered {
+        // This pass is discarded; the sorted one will write the text.
+        return;
+    }
+    out.push_ascii(b'{');
+    if order.sort {
         let mut members: Vec<(&String, &Value)> = map.iter().collect();
         members.sort_unstable_by(|a, b| cmp_utf16(a.0, b.0));
-        emit_members(out, members.into_iter());
-    }
-}
-
-fn emit_members<'a, S: Sink>(out: &mut S, members: impl Iterator<Item = (&'a String, &'a Value)>) {
-    out.push_ascii(b'{');
-    for (index, (key, item)) in members.enumerate() {
-        if index > 0 {
-            out.push_ascii(b',');
+        for (index, (key, item)) in members.into_iter().enumerate() {
+            if index > 0 {
+                out.push_ascii(b',');
+            }
+            emit_member(out, key, item, order);
         }
-        emit_string(out, key);
-        out.push_ascii(b':');
-        emit_value(out, item);
+    } else {
+        let mut previous: Option<&str> = None;
+        for (key, item) in map {
+            if let Some(previous) = previous {
+                if cmp_utf16(previous, key) != Ordering::Less {
+                    order.misordered = true;
+                }
+                out.push_ascii(b',');
+            }
+            emit_member(out, key, item, order);
+            previous = Some(key);
+        }
     }
     out.push_ascii(b'}');
+}
+
+fn emit_member<S: Sink>(out: &mut S, key: &str, item: &Value, order: &mut Order) {
+    emit_string(out, key);
+    out.push_ascii(b':');
+    emit_value(out, item, order);
 }
 
 /// Compares two strings by their UTF-16 code units, as RFC 8785 sorts keys.
@@ -167,58 +206,51 @@ fn emit_number<S: Sink>(out: &mut S, number: &Number) {
 
 pub(crate) fn emit_string<S: Sink>(out: &mut S, text: &str) {
     out.push_ascii(b'"');
-    let Some(first) = find_escape(text.as_bytes()) else {
-        out.push_str(text);
-        out.push_ascii(b'"');
-        return;
-    };
-    let mut rest = text;
-    let mut next = Some(first);
-    // Runs without escapes go out in one piece.
-    while let Some((raw, tail)) = next.and_then(|at| rest.split_at_checked(at)) {
-        let mut chars = tail.chars();
-        let Some(c) = chars.next() else { break };
+    let bytes = text.as_bytes();
+    // Runs without escapes go out in one piece. Escaped bytes are ASCII, so both ends of
+    // every run are character boundaries.
+    let mut run = 0;
+    while let Some(at) = bytes
+        .get(run..)
+        .and_then(find_escape)
+        .map(|found| run + found)
+    {
+        let (Some(raw), Some(&byte)) = (text.get(run..at), bytes.get(at)) else {
+            break;
+        };
         out.push_str(raw);
-        match escape(c) {
-            Some(escaped) => out.push_str(escaped),
-            None => out.push_str(c.encode_utf8(&mut [0; 4])),
+        // Most escapes are two bytes; writing them as bytes avoids a copy call.
+        let escape = ESCAPES[usize::from(byte)];
+        match escape.as_bytes() {
+            &[backslash, letter] => {
+                out.push_ascii(backslash);
+                out.push_ascii(letter);
+            }
+            _ => out.push_str(escape),
         }
-        rest = chars.as_str();
-        next = find_escape(rest.as_bytes());
+        run = at + 1;
     }
-    out.push_str(rest);
+    out.push_str(text.get(run..).unwrap_or_default());
     out.push_ascii(b'"');
 }
 
-/// The escapes of U+0000..U+001F: the short forms where JSON has one.
-const CONTROL_ESCAPES: [&str; 32] = [
-    "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007", "\\b",
-    "\\t", "\\n", "\\u000b", "\\f", "\\r", "\\u000e", "\\u000f", "\\u0010", "\\u0011", "\\u0012",
-    "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019", "\\u001a",
-    "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
-];
-
-/// The escape of a character that needs one.
-fn escape(c: char) -> Option<&'static str> {
-    match c {
-        '"' => Some("\\\""),
-        '\\' => Some("\\\\"),
-        _ => CONTROL_ESCAPES
-            .get(usize::try_from(u32::from(c)).ok()?)
-            .copied(),
-    }
-}
-
-/// Whether a byte starts a character that [`escape`] escapes.
-const NEEDS_ESCAPE: [bool; 256] = {
-    let mut table = [false; 256];
+/// The escape of each byte: `"` and `\`, and U+0000..U+001F in their short forms where
+/// JSON has one; empty for every byte written as it is.
+const ESCAPES: [&str; 256] = {
+    const CONTROL: [&str; 32] = [
+        "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
+        "\\b", "\\t", "\\n", "\\u000b", "\\f", "\\r", "\\u000e", "\\u000f", "\\u0010", "\\u0011",
+        "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019",
+        "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
+    ];
+    let mut table = [""; 256];
     let mut byte = 0;
-    while byte < 0x20 {
-        table[byte] = true;
+    while byte < CONTROL.len() {
+        table[byte] = CONTROL[byte];
         byte += 1;
     }
-    table[b'"' as usize] = true;
-    table[b'\\' as usize] = true;
+    table[b'"' as usize] = "\\\"";
+    table[b'\\' as usize] = "\\\\";
     table
 };
 
@@ -227,7 +259,7 @@ fn find_escape(bytes: &[u8]) -> Option<usize> {
     if bytes.len() < 8 {
         return bytes
             .iter()
-            .position(|&byte| NEEDS_ESCAPE[usize::from(byte)]);
+            .position(|&byte| !ESCAPES[usize::from(byte)].is_empty());
     }
     let (words, _) = bytes.as_chunks::<8>();
     for (index, word) in words.iter().enumerate() {
@@ -455,6 +487,25 @@ mod tests {
         assert_eq!(cmp_utf16("\u{1f600}", "\u{1f601}"), Ordering::Less);
     }
 
+    /// A map out of UTF-16 order makes the writer start over with every object sorted;
+    /// what was written before the value, and the checksum, come out right.
+    #[test]
+    fn out_of_order_maps_are_rewritten_sorted() {
+        let value = json!([{"b": 1, "a": [{"\u{fb01}": 1, "\u{1f600}": 2}]}, {"z": 0, "y": 1}]);
+        let expected = "[{\"a\":[{\"\u{1f600}\":2,\"\u{fb01}\":1}],\"b\":1},{\"y\":1,\"z\":0}]";
+        let mut out = String::from("prefix:");
+        write_canonical(&mut out, &value);
+        assert_eq!(out, format!("prefix:{expected}"));
+
+        let call =
+            crate::ToolCall::from_model("t", r#"{"k":{"\ufb01":1,"\ud83d\ude00":2},"e":"\ue000"}"#)
+                .unwrap();
+        let canonical =
+            "{\"args\":{\"e\":\"\u{e000}\",\"k\":{\"\u{1f600}\":2,\"\u{fb01}\":1}},\"tool\":\"t\"}";
+        assert_eq!(call.canonical(), canonical);
+        assert_eq!(call.checksum(), crate::Checksum::of(canonical.as_bytes()));
+    }
+
     #[test]
     fn strings_escape_minimally() {
         let value = json!("q\" b\\ / \u{8}\u{c}\n\r\t\u{0}\u{1f}\u{7f}\u{80}\u{2028}é");
@@ -462,6 +513,24 @@ mod tests {
             canonical_json(&value),
             "\"q\\\" b\\\\ / \\b\\f\\n\\r\\t\\u0000\\u001f\u{7f}\u{80}\u{2028}é\""
         );
+    }
+
+    /// The first flagged byte is the first byte that needs escaping, whatever its
+    /// neighbours (the flags above it may be spurious, and are never used).
+    #[test]
+    fn escape_masks_find_the_first_byte_that_needs_escaping() {
+        let needs = |byte: u8| byte < 0x20 || byte == b'"' || byte == b'\\';
+        for a in 0..=255u8 {
+            for b in 0..=255u8 {
+                for word in [[a, b, b, a, a, a, b, b], [b, b, b, b, b, b, b, a]] {
+                    let expected = word.iter().position(|&byte| needs(byte));
+                    let mask = escape_mask(word);
+                    let found = (mask != 0).then(|| (mask.trailing_zeros() / 8) as usize);
+                    assert_eq!(found, expected, "{word:?}");
+                    assert_eq!(find_escape(&word), expected, "{word:?}");
+                }
+            }
+        }
     }
 
     #[test]

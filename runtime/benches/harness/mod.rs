@@ -1,13 +1,15 @@
 //! A subject against its raw baseline, measured interleaved in one run.
 //!
-//! Each comparison alternates batches of the baseline and the subject (the order flips
-//! every round), so that drift in the machine's speed hits both alike, and prints one
-//! table row: min and median nanoseconds per operation of each, the ratio
-//! subject/baseline of the medians (and of the minima), the goal, and `ok` or `MISS`.
+//! Each comparison runs rounds of one baseline batch and one subject batch, back to back
+//! (the order flips every round), so that load from elsewhere on the machine hits both
+//! sides of a round alike. It prints one table row: min and median nanoseconds per
+//! operation of each side, the ratio subject/baseline (the median of the rounds' ratios,
+//! which is robust to load that comes and goes) and the ratio of the minima, the goal, and
+//! `ok` or `MISS` (the median ratio against the goal).
 //!
 //! `cargo bench -p tooltrust --bench NAME [-- FILTER]` runs the comparisons whose name
-//! contains FILTER; `TOOLTRUST_BENCH_ROUNDS` sets the rounds (default 15, at least 5) and
-//! `TOOLTRUST_BENCH_BATCH_MS` the target length of one batch (default 10).
+//! contains FILTER; `TOOLTRUST_BENCH_ROUNDS` sets the rounds (default 31, at least 5) and
+//! `TOOLTRUST_BENCH_BATCH_MS` the target length of one batch (default 5).
 
 use std::hint::black_box;
 use std::sync::Once;
@@ -27,18 +29,20 @@ pub struct Stats {
 pub struct Comparison {
     /// What was compared.
     pub name: String,
-    /// The largest acceptable subject/baseline ratio of the medians.
+    /// The largest acceptable subject/baseline ratio.
     pub goal_ratio: f64,
     /// The raw operation.
     pub baseline: Stats,
     /// The operation under test.
     pub subject: Stats,
+    /// The median over rounds of subject/baseline within the round.
+    pub paired_ratio: f64,
 }
 
 impl Comparison {
-    /// Subject over baseline, medians.
+    /// Subject over baseline: the median of the rounds' ratios.
     pub fn ratio(&self) -> f64 {
-        self.subject.median_ns / self.baseline.median_ns
+        self.paired_ratio
     }
 
     /// Subject over baseline, minima.
@@ -46,7 +50,7 @@ impl Comparison {
         self.subject.min_ns / self.baseline.min_ns
     }
 
-    /// Whether the median ratio is within the goal.
+    /// Whether the ratio is within the goal.
     pub fn meets_goal(&self) -> bool {
         self.ratio() <= self.goal_ratio
     }
@@ -84,11 +88,17 @@ where
             baseline_ns.push(per_op_ns(&mut baseline, baseline_iters));
         }
     }
+    let ratios = subject_ns
+        .iter()
+        .zip(&baseline_ns)
+        .map(|(subject, baseline)| subject / baseline)
+        .collect();
     let comparison = Comparison {
         name: name.to_owned(),
         goal_ratio,
         baseline: stats(baseline_ns),
         subject: stats(subject_ns),
+        paired_ratio: median(ratios),
     };
     print_row(&comparison);
     Some(comparison)
@@ -126,10 +136,10 @@ impl Settings {
                 .unwrap_or(default)
         };
         Settings {
-            rounds: usize::try_from(number("TOOLTRUST_BENCH_ROUNDS", 15))
-                .unwrap_or(15)
+            rounds: usize::try_from(number("TOOLTRUST_BENCH_ROUNDS", 31))
+                .unwrap_or(31)
                 .max(5),
-            batch: Duration::from_millis(number("TOOLTRUST_BENCH_BATCH_MS", 10).max(1)),
+            batch: Duration::from_millis(number("TOOLTRUST_BENCH_BATCH_MS", 5).max(1)),
         }
     }
 }
@@ -171,16 +181,20 @@ fn run<F: FnMut() -> R, R>(f: &mut F, iters: u64) {
     }
 }
 
-fn stats(mut samples: Vec<f64>) -> Stats {
+/// Min and median of `samples`, in nanoseconds per operation.
+fn stats(samples: Vec<f64>) -> Stats {
+    Stats {
+        min_ns: samples.iter().copied().fold(f64::INFINITY, f64::min),
+        median_ns: median(samples),
+    }
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
     let mid = samples.len() / 2;
-    let median_ns = if samples.len().is_multiple_of(2) {
-        (samples[mid - 1] + samples[mid]) / 2.0
-    } else {
-        samples[mid]
-    };
-    Stats {
-        min_ns: samples[0],
-        median_ns,
+    match (samples.get(mid.wrapping_sub(1)), samples.get(mid)) {
+        (Some(low), Some(high)) if samples.len().is_multiple_of(2) => (low + high) / 2.0,
+        (_, Some(middle)) => *middle,
+        _ => f64::NAN,
     }
 }

@@ -3,10 +3,9 @@
 
 use serde::Serialize;
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 use crate::call::Checksum;
-use crate::canonical::{JsonError, canonical_json, emit_object, parse_strict};
+use crate::canonical::{JsonError, canonical_json, parse_strict, write_canonical};
 use crate::id::{self, IdError};
 
 /// The `prev` of the first entry: 64 zeros.
@@ -113,9 +112,12 @@ impl Body {
         fields.insert("seq".to_owned(), Value::from(seq));
         fields.insert("ts".to_owned(), Value::String(ts));
         fields.insert("prev".to_owned(), Value::String(prev.to_hex()));
-        let hash = entry_hash(prev, fields);
-        fields.insert("hash".to_owned(), Value::String(hash.to_hex()));
-        let mut line = canonical_json(&Value::Object(self.0)).into_bytes();
+        let mut entry = Value::Object(self.0);
+        let hash = entry_hash(prev, &entry);
+        if let Some(fields) = entry.as_object_mut() {
+            fields.insert("hash".to_owned(), Value::String(hash.to_hex()));
+        }
+        let mut line = canonical_json(&entry).into_bytes();
         line.push(b'\n');
         if line.len() > MAX_LINE_BYTES {
             return Err(EventError::TooLarge {
@@ -127,14 +129,12 @@ impl Body {
     }
 }
 
-/// `SHA-256(prev_hex ‖ canonical(entry without hash))`; `fields` must not hold `hash`.
-fn entry_hash(prev: &Checksum, fields: &Map<String, Value>) -> Checksum {
-    let mut text = String::with_capacity(256);
-    emit_object(&mut text, fields);
-    let mut hasher = Sha256::new();
-    hasher.update(prev.to_hex().as_bytes());
-    hasher.update(text.as_bytes());
-    Checksum::from_bytes(hasher.finalize().into())
+/// `SHA-256(prev_hex ‖ canonical(entry without hash))`; `entry` must not hold `hash`.
+fn entry_hash(prev: &Checksum, entry: &Value) -> Checksum {
+    let mut text = String::with_capacity(512);
+    text.push_str(&prev.to_hex());
+    write_canonical(&mut text, entry);
+    Checksum::of(text.as_bytes())
 }
 
 /// What is wrong with one line, judged on its own.
@@ -164,23 +164,24 @@ impl LineFault {
 pub(crate) fn read_line(line: &[u8]) -> Result<Entry, LineFault> {
     let text = std::str::from_utf8(line)
         .map_err(|error| LineFault::Malformed(format!("not UTF-8: {error}")))?;
-    let value =
+    let mut entry =
         parse_strict(text).map_err(|error: JsonError| LineFault::Malformed(error.to_string()))?;
-    let Value::Object(mut fields) = value else {
+    if !entry.is_object() {
         return Err(LineFault::Malformed(format!(
             "an entry is a JSON object, not {}",
-            type_name(&value)
+            type_name(&entry)
         )));
-    };
-    if canonical_json_of(&fields) != text {
+    }
+    if canonical_json(&entry) != text {
         return Err(LineFault::NotCanonical);
     }
-    let stated = take_checksum(&mut fields, "hash")?;
-    let prev = checksum_field(&fields, "prev")?;
-    let computed = entry_hash(&prev, &fields);
+    let stated = take_checksum(fields_of(&mut entry)?, "hash")?;
+    let prev = checksum_field(fields_of(&mut entry)?, "prev")?;
+    let computed = entry_hash(&prev, &entry);
     if computed != stated {
         return Err(LineFault::HashMismatch { stated, computed });
     }
+    let fields = fields_of(&mut entry)?;
     let seq = match fields.remove("seq") {
         Some(Value::Number(n)) => n
             .as_u64()
@@ -192,23 +193,23 @@ pub(crate) fn read_line(line: &[u8]) -> Result<Entry, LineFault> {
             })?,
         other => return Err(missing(other.as_ref(), "seq", "an integer")),
     };
-    let ts = take_string(&mut fields, "ts")?;
-    let event = take_string(&mut fields, "event")?;
+    let ts = take_string(fields, "ts")?;
+    let event = take_string(fields, "event")?;
     fields.remove("prev");
     Ok(Entry {
         seq,
         ts,
         event,
-        fields,
+        fields: std::mem::take(fields),
         prev,
         hash: stated,
     })
 }
 
-fn canonical_json_of(fields: &Map<String, Value>) -> String {
-    let mut text = String::with_capacity(256);
-    emit_object(&mut text, fields);
-    text
+fn fields_of(entry: &mut Value) -> Result<&mut Map<String, Value>, LineFault> {
+    entry
+        .as_object_mut()
+        .ok_or_else(|| LineFault::Malformed("an entry is a JSON object".to_owned()))
 }
 
 fn checksum_field(fields: &Map<String, Value>, name: &str) -> Result<Checksum, LineFault> {
