@@ -111,13 +111,16 @@ pub struct TornTail {
 ///
 /// # Head file
 ///
-/// Each rewrite costs two syncs (the temporary file and the directory), about as
-/// much as two appends alone. After a batch has been made durable, the head file is
-/// rewritten once `head_every` entries or `head_interval` have passed since it was last
-/// written; and always by [`AuditLog::sync_head`], [`AuditLog::close`] and on drop.
-/// After a crash, the head file may so lag the log by up to that much, and cutting
-/// those last entries off would not be noticed locally: pin [`AuditLog::head`]
-/// elsewhere when it matters.
+/// The head file is what makes truncation detectable locally, and each rewrite costs
+/// a temporary file, its sync, a rename and a directory sync: rewriting it after every
+/// batch made single-writer appends 3-5x slower in `benches/audit.rs`. So after a
+/// batch has been made durable, it is rewritten only once `head_every` entries or
+/// `head_interval` have passed since it was last written (the default, 256 entries or
+/// one second, measured within noise of never rewriting it), and always by
+/// [`AuditLog::sync_head`], [`AuditLog::close`], on drop and when opening. The cost:
+/// after a crash the head file may lag the log by up to that much, and cutting those
+/// last entries off would go unnoticed locally. The entries themselves are durable
+/// regardless; pin [`AuditLog::head`] elsewhere when it matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuditOptions {
     /// Rewrite the head file after this many new durable entries (1: after every batch).
@@ -125,13 +128,13 @@ pub struct AuditOptions {
     /// Rewrite it after this long, if any entry was added.
     pub head_interval: Duration,
     /// The longest a writer waits for concurrent appenders to join its batch
-    /// (zero: never wait).
+    /// (zero: never wait; at most one second is used).
     pub gather: Duration,
 }
 
 impl Default for AuditOptions {
-    /// Every 256 entries or every second: the head costs under 1% of append
-    /// throughput under load (see `benches/audit.rs`).
+    /// The head file every 256 entries or every second; batches gathered for up to
+    /// 100 µs.
     fn default() -> Self {
         AuditOptions {
             head_every: 256,
@@ -477,7 +480,7 @@ impl AuditLog {
 
     /// Waits, up to `gather`, until the pending batch holds a whole cohort.
     fn gather<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        let deadline = Instant::now() + self.options.gather;
+        let deadline = Instant::now() + self.options.gather.min(MAX_GATHER);
         state.gathering = true;
         while state.tip.seq - state.durable.seq < state.cohort {
             let Some(left) = deadline.checked_duration_since(Instant::now()) else {
@@ -589,9 +592,13 @@ impl Drop for Turn<'_> {
     }
 }
 
-/// The default [`AuditOptions::gather`], in microseconds: a fraction of one sync
-/// (about 360 µs on the benchmark machine), see `benches/audit.rs`.
+/// The default [`AuditOptions::gather`], in microseconds: a fraction of one sync (200 to
+/// 400 µs on the benchmark machine). With 8 writers it took batches from about 4 to
+/// 7.5 entries per sync (`benches/audit.rs`).
 const GATHER_MICROS: u64 = 100;
+
+/// The longest gathering wait used, whatever the options say.
+const MAX_GATHER: Duration = Duration::from_secs(1);
 
 /// Whether a batch failed in its sync (rather than its write).
 const SYNC_FAILED: bool = true;
