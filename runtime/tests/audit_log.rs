@@ -447,3 +447,12 @@ fn append_bytes(path: &std::path::Path, bytes: &[u8]) {
     let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
     file.write_all(bytes).unwrap();
 }
+
+#[test]
+fn the_log_is_shared_across_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<AuditLog>();
+    let dir = tempfile::tempdir().unwrap();
+    let log: Arc<dyn Recorder> = Arc::new(AuditLog::open(dir.path()).unwrap());
+    log.record(&Event::KeyRotation { rewrapped: 0 }).unwrap();
+}

@@ -201,7 +201,8 @@ impl<R: BufRead> EntryReader<R> {
         self.torn.take()
     }
 
-    /// After the last entry: checks that the log reaches the pinned head, and reports.
+    /// Once the iteration has ended without an error: checks that the log reaches the
+    /// pinned head, and reports.
     pub fn finish(&self) -> Result<VerifyReport, VerifyError> {
         if let Some(pinned) = &self.pinned {
             if pinned.seq > self.tip.seq {
