@@ -9,12 +9,13 @@
 //! letters, lookalike brackets, slashes, bars and underscores) are folded to ASCII, and
 //! case is folded. What is recognised:
 //!
-//! - our tags, opener or closer: a `<` (or lookalike), optional whitespace, an optional
-//!   `/`, optional whitespace, then a tag name of any tier — `system_instructions`,
-//!   `trusted_content`, `untrusted_content`, `peer_agent_output`, `retrieved_corpus`,
-//!   `retrieved`, `memories`, `memory`, `thought`, `message` — as a prefix, whatever follows it (a nonce, an id,
-//!   attributes, nothing). Words of a name may be joined by `_`, `-`, whitespace or
-//!   nothing. So `Vec<Message>` is neutralised too: a model cannot tell it apart.
+//! - our tags, opener or closer: a `<` (or lookalike; `<<` too), then any whitespace and
+//!   slashes (a slash makes it a closer), then a tag name of any tier as a prefix —
+//!   `system_instructions`, `trusted_content`, `untrusted_content`, `peer_agent_output`,
+//!   `retrieved_corpus`, `retrieved`, `memories`, `memory`, `thought`, `message` —
+//!   whatever follows it (a nonce, an id, attributes, nothing). Words of a name may be
+//!   joined by `_`, `-`, whitespace or nothing. So `Vec<Message>` is neutralised too: a
+//!   model cannot tell it apart.
 //! - chat special tokens: `<|…|>` (any name, also with fullwidth bars), `<start_of_turn>`,
 //!   `<end_of_turn>`, `<<SYS>>`, `<</SYS>>`, `</s>`, and `[INST]`, `[/INST]`,
 //!   `[SYSTEM_PROMPT]`, `[TOOL_CALLS]`, `[TOOL_RESULTS]`, `[AVAILABLE_TOOLS]` and their
@@ -313,6 +314,20 @@ fn eat_name(cursor: &mut Cursor<'_>, name: &Name) -> bool {
     true
 }
 
+/// Consumes whitespace and slashes; returns whether there was a slash (a closer).
+fn eat_slashes(cursor: &mut Cursor<'_>) -> bool {
+    let mut closer = false;
+    while let Some(c) = cursor.peek() {
+        if c == '/' {
+            closer = true;
+        } else if !c.is_whitespace() {
+            break;
+        }
+        cursor.bump();
+    }
+    closer
+}
+
 /// Consumes optional whitespace and `>`; returns whether `>` was there.
 fn eat_close(cursor: &mut Cursor<'_>, close: char) -> bool {
     let mut ahead = *cursor;
@@ -327,15 +342,18 @@ fn eat_close(cursor: &mut Cursor<'_>, close: char) -> bool {
 /// A match that starts at `<` (or a lookalike) at `start`.
 fn angle(body: &str, start: usize, bracket_len: usize) -> Step {
     let mut cursor = Cursor::at(body, start + bracket_len);
-    let double = cursor.eat('<');
+    let mut second = cursor;
+    second.eat_whitespace();
+    let double = second.eat('<');
+    if double {
+        cursor = second;
+    }
     let head_end = if double {
         cursor.consumed()
     } else {
         start + bracket_len
     };
-    cursor.eat_whitespace();
-    let closer = cursor.eat('/');
-    cursor.eat_whitespace();
+    let closer = eat_slashes(&mut cursor);
     let Some(first) = cursor.peek() else {
         return Step::Pass;
     };
@@ -441,9 +459,7 @@ fn bar_token(start: usize, head_end: usize, mut cursor: Cursor<'_>, double: bool
 /// A match that starts at `[` (or a lookalike) at `start`.
 fn square(body: &str, start: usize, bracket_len: usize) -> Step {
     let mut cursor = Cursor::at(body, start + bracket_len);
-    cursor.eat_whitespace();
-    let closer = cursor.eat('/');
-    cursor.eat_whitespace();
+    let closer = eat_slashes(&mut cursor);
     for name in SQUARE_NAMES {
         let mut ahead = cursor;
         if eat_name(&mut ahead, name) && eat_close(&mut ahead, ']') {

@@ -303,6 +303,7 @@ fn chat_special_tokens() {
         ("[SYSTEM_PROMPT]", "&#91;SYSTEM_PROMPT]", "[system_prompt]"),
         ("<<SYS>>", "&lt;&lt;SYS>>", "<<sys>>"),
         ("<</SYS>>", "&lt;&lt;/SYS>>", "<</sys>>"),
+        ("< <SYS> >", "&lt; &lt;SYS> >", "<<sys>"),
         (
             "<start_of_turn>user",
             "&lt;start_of_turn>user",
