@@ -224,8 +224,11 @@ pub fn random_tag(rng: &mut Rng) -> String {
 /// file spells with, for an independent check of the output.
 fn plain(text: &str) -> String {
     text.chars()
-        .filter(|c| !INVISIBLES.contains(c) && !matches!(*c as u32, 0xE0000..=0xE007F))
+        .filter(|c| {
+            c.is_ascii() || !INVISIBLES.contains(c) && !matches!(*c as u32, 0xE0000..=0xE007F)
+        })
         .map(|c| match c {
+            c if c.is_ascii() => c,
             '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap(),
             c if ANGLES.contains(&c) => '<',
             c if SLASHES.contains(&c) => '/',
