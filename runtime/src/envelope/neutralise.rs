@@ -100,8 +100,9 @@ pub fn neutralise(body: &str) -> Neutralised<'_> {
     let bytes = body.as_bytes();
     let mut out = Rewriter::new(body);
     let mut findings = Vec::new();
+    let mut candidates = scan::Candidates::new(bytes);
     let mut pos = 0;
-    while let Some(at) = scan::next_candidate(bytes, pos) {
+    while let Some(at) = candidates.next_from(pos) {
         pos = at + 1;
         if !scan::starts_relevant(bytes, at) {
             continue;
@@ -113,8 +114,12 @@ pub fn neutralise(body: &str) -> Neutralised<'_> {
             tag_characters(body, at)
         } else {
             match fold(c) {
-                '<' => angle(body, at, c.len_utf8()),
-                '[' => square(body, at, c.len_utf8()),
+                '<' if !rules_out(bytes, at + c.len_utf8(), &ANGLE) => {
+                    angle(body, at, c.len_utf8())
+                }
+                '[' if !rules_out(bytes, at + c.len_utf8(), &SQUARE) => {
+                    square(body, at, c.len_utf8())
+                }
                 _ => Step::Pass,
             }
         };
@@ -291,6 +296,31 @@ const SQUARE_NAMES: &[Name] = &[
     },
 ];
 
+/// A table of names and the first letters they begin with.
+struct Vocabulary {
+    names: &'static [Name],
+    /// One bit per letter from `a`.
+    first_letters: u32,
+}
+
+impl Vocabulary {
+    const fn new(names: &'static [Name]) -> Self {
+        let mut first_letters = 0;
+        let mut i = 0;
+        while i < names.len() {
+            first_letters |= 1 << (names[i].words[0].as_bytes()[0] - b'a');
+            i += 1;
+        }
+        Vocabulary {
+            names,
+            first_letters,
+        }
+    }
+}
+
+const ANGLE: Vocabulary = Vocabulary::new(ANGLE_NAMES);
+const SQUARE: Vocabulary = Vocabulary::new(SQUARE_NAMES);
+
 /// The longest name inside `<|…|>`, in skeleton characters.
 const MAX_BAR_TOKEN: usize = 64;
 
@@ -337,6 +367,48 @@ fn eat_close(cursor: &mut Cursor<'_>, close: char) -> bool {
         *cursor = ahead;
     }
     closed
+}
+
+/// Whether the plain ASCII after a bracket already rules out every name of `vocabulary`: a
+/// quick check that spares the skeleton reader for `a < b`, `<div>`, `Vec<String>` and
+/// `a[i]`. Whatever it cannot decide from ASCII letters (a non-ASCII byte, a second
+/// bracket, a bar) is left to the reader.
+fn rules_out(bytes: &[u8], after: usize, vocabulary: &Vocabulary) -> bool {
+    let rest = bytes.get(after..).unwrap_or_default();
+    let skip = rest
+        .iter()
+        .take_while(|&&b| b == b'/' || char::from(b).is_whitespace())
+        .count();
+    let rest = rest.get(skip..).unwrap_or_default();
+    let Some(first) = rest.first().map(u8::to_ascii_lowercase) else {
+        return false;
+    };
+    if !first.is_ascii_lowercase() {
+        return false;
+    }
+    if vocabulary.first_letters & (1 << (first - b'a')) == 0 {
+        return true;
+    }
+    vocabulary.names.iter().all(|name| {
+        let Some(word) = name.words.first() else {
+            return false;
+        };
+        for (i, want) in word.bytes().enumerate() {
+            match rest.get(i) {
+                Some(b) if b.is_ascii() => {
+                    if b.to_ascii_lowercase() != want {
+                        return true;
+                    }
+                }
+                Some(_) => return false,
+                None => return true,
+            }
+        }
+        // A one-letter name (`</s>`) is followed by whitespace or `>`.
+        word.len() == 1
+            && name.words.len() == 1
+            && rest.get(1).is_some_and(u8::is_ascii_alphanumeric)
+    })
 }
 
 /// A match that starts at `<` (or a lookalike) at `start`.

@@ -343,3 +343,55 @@ fn findings_serialize_in_snake_case() {
         r#"[{"kind":"chat_token","at":0,"len":10,"matched":"<|im_end|>"}]"#
     );
 }
+
+/// [`angle`] or [`square`].
+type Reader = fn(&str, usize, usize) -> Step;
+
+proptest::proptest! {
+    /// The quick ASCII check never rules out what the skeleton reader would match.
+    #[test]
+    fn the_quick_check_agrees_with_the_reader(
+        body in "([<\\[/ |>a-zA-Z_\u{200B}＜]|sys|st|un|tr|pe|re|me|th|en|in|to|av|s>|s )*"
+    ) {
+        let bytes = body.as_bytes();
+        for (at, c) in body.char_indices() {
+            let after = at + c.len_utf8();
+            let (vocabulary, read) = match fold(c) {
+                '<' => (&ANGLE, angle as Reader),
+                '[' => (&SQUARE, square as Reader),
+                _ => continue,
+            };
+            if rules_out(bytes, after, vocabulary) {
+                proptest::prop_assert!(
+                    matches!(read(&body, at, c.len_utf8()), Step::Pass),
+                    "ruled out a match at {} of {:?}", at, body
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_quick_check_rules_out_ordinary_code() {
+    for (text, vocabulary) in [
+        ("a < b", &ANGLE),
+        ("<div>", &ANGLE),
+        ("<span>", &ANGLE),
+        ("Vec<String>", &ANGLE),
+        ("a[i]", &SQUARE),
+        ("[link]", &SQUARE),
+    ] {
+        let at = text.find(['<', '[']).unwrap();
+        assert!(rules_out(text.as_bytes(), at + 1, vocabulary), "{text}");
+    }
+    for (text, vocabulary) in [
+        ("<message", &ANGLE),
+        ("</s>", &ANGLE),
+        ("< /sys", &ANGLE),
+        ("<\u{200B}x", &ANGLE),
+        ("[inst]", &SQUARE),
+    ] {
+        let at = text.find(['<', '[']).unwrap();
+        assert!(!rules_out(text.as_bytes(), at + 1, vocabulary), "{text}");
+    }
+}
