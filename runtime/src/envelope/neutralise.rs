@@ -296,24 +296,40 @@ const SQUARE_NAMES: &[Name] = &[
     },
 ];
 
-/// A table of names and the first letters they begin with.
+/// A table of names, with the letter pairs they can begin with for [`rules_out`].
 struct Vocabulary {
     names: &'static [Name],
-    /// One bit per letter from `a`.
-    first_letters: u32,
+    /// For each first letter (from `a`), one bit per second letter a name can have.
+    second_letters: [u32; 26],
+    /// One bit per first letter that is a whole first word (`s` of `</s>`): then the
+    /// second character is not a letter.
+    one_letter_words: u32,
 }
 
 impl Vocabulary {
     const fn new(names: &'static [Name]) -> Self {
-        let mut first_letters = 0;
+        let mut second_letters = [0; 26];
+        let mut one_letter_words = 0;
         let mut i = 0;
         while i < names.len() {
-            first_letters |= 1 << (names[i].words[0].as_bytes()[0] - b'a');
+            let words = names[i].words;
+            let first = words[0].as_bytes();
+            let letter = (first[0] - b'a') as usize;
+            if first.len() > 1 {
+                second_letters[letter] |= 1 << (first[1] - b'a');
+            } else {
+                one_letter_words |= 1 << letter;
+                if words.len() > 1 {
+                    // Words may be joined without a separator.
+                    second_letters[letter] |= 1 << (words[1].as_bytes()[0] - b'a');
+                }
+            }
             i += 1;
         }
         Vocabulary {
             names,
-            first_letters,
+            second_letters,
+            one_letter_words,
         }
     }
 }
@@ -369,46 +385,35 @@ fn eat_close(cursor: &mut Cursor<'_>, close: char) -> bool {
     closed
 }
 
-/// Whether the plain ASCII after a bracket already rules out every name of `vocabulary`: a
-/// quick check that spares the skeleton reader for `a < b`, `<div>`, `Vec<String>` and
-/// `a[i]`. Whatever it cannot decide from ASCII letters (a non-ASCII byte, a second
-/// bracket, a bar) is left to the reader.
+/// Whether the plain ASCII after a bracket already rules out every name of `vocabulary`:
+/// a quick check of the first two letters that spares the skeleton reader for `a < b`,
+/// `<div>`, `<span>` and `a[i]`. Whatever it cannot decide from ASCII (a non-ASCII byte,
+/// a second bracket, a bar) is left to the reader.
 fn rules_out(bytes: &[u8], after: usize, vocabulary: &Vocabulary) -> bool {
     let rest = bytes.get(after..).unwrap_or_default();
     let skip = rest
         .iter()
         .take_while(|&&b| b == b'/' || char::from(b).is_whitespace())
         .count();
-    let rest = rest.get(skip..).unwrap_or_default();
-    let Some(first) = rest.first().map(u8::to_ascii_lowercase) else {
+    let Some(first) = rest.get(skip).map(u8::to_ascii_lowercase) else {
         return false;
     };
     if !first.is_ascii_lowercase() {
         return false;
     }
-    if vocabulary.first_letters & (1 << (first - b'a')) == 0 {
+    let letter = usize::from(first - b'a');
+    let seconds = vocabulary.second_letters.get(letter).copied().unwrap_or(0);
+    let one_letter = vocabulary.one_letter_words & (1 << letter) != 0;
+    // The end of the text ends every name, a one-letter one included (it needs `>`).
+    let Some(&second) = rest.get(skip + 1) else {
         return true;
+    };
+    match second.to_ascii_lowercase() {
+        b'a'..=b'z' => seconds & (1 << (second.to_ascii_lowercase() - b'a')) == 0,
+        b'0'..=b'9' => true,
+        0x80.. => false,
+        _ => !one_letter,
     }
-    vocabulary.names.iter().all(|name| {
-        let Some(word) = name.words.first() else {
-            return false;
-        };
-        for (i, want) in word.bytes().enumerate() {
-            match rest.get(i) {
-                Some(b) if b.is_ascii() => {
-                    if b.to_ascii_lowercase() != want {
-                        return true;
-                    }
-                }
-                Some(_) => return false,
-                None => return true,
-            }
-        }
-        // A one-letter name (`</s>`) is followed by whitespace or `>`.
-        word.len() == 1
-            && name.words.len() == 1
-            && rest.get(1).is_some_and(u8::is_ascii_alphanumeric)
-    })
 }
 
 /// A match that starts at `<` (or a lookalike) at `start`.

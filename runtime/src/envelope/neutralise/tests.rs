@@ -377,7 +377,8 @@ fn the_quick_check_rules_out_ordinary_code() {
         ("a < b", &ANGLE),
         ("<div>", &ANGLE),
         ("<span>", &ANGLE),
-        ("Vec<String>", &ANGLE),
+        ("Vec<u8>", &ANGLE),
+        ("Option<T>", &ANGLE),
         ("a[i]", &SQUARE),
         ("[link]", &SQUARE),
     ] {
