@@ -440,7 +440,7 @@ fn angle(body: &str, start: usize, bracket_len: usize) -> Step {
     if !matches!(first, 's' | 't' | 'u' | 'p' | 'r' | 'm' | 'e') {
         return Step::Pass;
     }
-    for name in ANGLE_NAMES {
+    for name in ANGLE.names {
         let mut ahead = cursor;
         if !eat_name(&mut ahead, name) {
             continue;
@@ -537,7 +537,7 @@ fn bar_token(start: usize, head_end: usize, mut cursor: Cursor<'_>, double: bool
 fn square(body: &str, start: usize, bracket_len: usize) -> Step {
     let mut cursor = Cursor::at(body, start + bracket_len);
     let closer = eat_slashes(&mut cursor);
-    for name in SQUARE_NAMES {
+    for name in SQUARE.names {
         let mut ahead = cursor;
         if eat_name(&mut ahead, name) && eat_close(&mut ahead, ']') {
             let slash = if closer { "/" } else { "" };
