@@ -332,6 +332,19 @@ impl Vocabulary {
             one_letter_words,
         }
     }
+
+    /// Whether a name begins with `c` (a skeleton character).
+    fn may_begin_with(&self, c: char) -> bool {
+        let Some(letter) = (c as u32).checked_sub(u32::from(b'a')) else {
+            return false;
+        };
+        letter < 26
+            && (self.one_letter_words & (1 << letter) != 0
+                || self
+                    .second_letters
+                    .get(letter as usize)
+                    .is_some_and(|&s| s != 0))
+    }
 }
 
 const ANGLE: Vocabulary = Vocabulary::new(ANGLE_NAMES);
@@ -437,7 +450,7 @@ fn angle(body: &str, start: usize, bracket_len: usize) -> Step {
     if first == '|' && !closer {
         return bar_token(start, head_end, cursor, double);
     }
-    if !matches!(first, 's' | 't' | 'u' | 'p' | 'r' | 'm' | 'e') {
+    if !ANGLE.may_begin_with(first) {
         return Step::Pass;
     }
     for name in ANGLE.names {
