@@ -104,11 +104,12 @@ pub fn neutralise(body: &str) -> Neutralised<'_> {
     let mut pos = 0;
     while let Some(at) = candidates.next_from(pos) {
         pos = at + 1;
-        if !scan::starts_relevant(bytes, at) {
-            continue;
-        }
-        let Some(c) = body.get(at..).and_then(|rest| rest.chars().next()) else {
-            continue;
+        let c = match bytes.get(at) {
+            Some(&b) if b.is_ascii() => char::from(b),
+            _ => match body.get(at..).and_then(|rest| rest.chars().next()) {
+                Some(c) => c,
+                None => continue,
+            },
         };
         let step = if is_tag_character(c) {
             tag_characters(body, at)

@@ -38,7 +38,7 @@ impl<'a> Candidates<'a> {
     }
 
     /// First byte at or after `from` that starts a `<`, a `[`, or a relevant non-ASCII
-    /// character (see [`starts_relevant`]).
+    /// character: one [`starts_relevant`] accepts.
     pub(super) fn next_from(&mut self, from: usize) -> Option<usize> {
         let len = self.bytes.len();
         let ascii = match self.next_ascii {
