@@ -96,6 +96,7 @@ pub enum FindingKind {
 ///
 /// assert!(matches!(neutralise("if a < b { Vec<String> }").text, std::borrow::Cow::Borrowed(_)));
 /// ```
+#[must_use]
 pub fn neutralise(body: &str) -> Neutralised<'_> {
     let bytes = body.as_bytes();
     let mut out = Rewriter::new(body);

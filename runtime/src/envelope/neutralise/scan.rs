@@ -204,8 +204,40 @@ mod tests {
                 "U+{:04X} is misclassified",
                 c as u32
             );
-            if relevant {
-                assert_eq!(next_candidate(bytes, 0), Some(0), "U+{:04X}", c as u32);
+            assert_eq!(
+                next_candidate(bytes, 0),
+                relevant.then_some(0),
+                "U+{:04X}",
+                c as u32
+            );
+        }
+    }
+
+    /// Every relevant character is found wherever it sits in dense CJK, sparse English or
+    /// plain ASCII, across block boundaries and at the very end.
+    #[test]
+    fn finds_each_relevant_character_at_every_offset() {
+        let fillers = [
+            "日本語のテキスト、「引用」。，",
+            "plain words — “quoted” ",
+            "abc",
+        ];
+        for filler in fillers {
+            let text: String = filler.chars().cycle().take(90).collect();
+            for (at, _) in text.char_indices().chain([(text.len(), ' ')]) {
+                for needle in ['<', '［', '〈', '＜', '‹', '\u{E0041}', '«'] {
+                    let mut body = text.clone();
+                    body.insert(at, needle);
+                    let bytes = body.as_bytes();
+                    let mut candidates = Candidates::new(bytes);
+                    let mut found = Vec::new();
+                    let mut from = 0;
+                    while let Some(hit) = candidates.next_from(from) {
+                        found.push(hit);
+                        from = hit + 1;
+                    }
+                    assert_eq!(found, [at], "{needle:?} at {at} in {body:?}");
+                }
             }
         }
     }
