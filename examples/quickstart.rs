@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use tooltrust::{Content, Registry, ToolCall, tool, tools};
+use tooltrust::{CallOutcome, Id, Scope, ScopeError, Session, ToolCall, tool, tools};
 
 /// Returns the refund policy that support agents must follow.
 #[tool(trusted, instruction, read_only)]
@@ -67,17 +67,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("  {:<14} schema={}", "", entry.schema);
     }
 
+    // One session (key, gate, recorder) and one scope of agent work.
+    let session = Session::builder(registry).build()?;
+    let scope = session.open_scope(Id::new("support-agent")?)?;
+
     println!("\n== calls");
     let calls = [
         ("refund_policy", r#"{"product": "kettle"}"#),
-        ("fetch_page", r#"{"url": "https://shop.example/reviews"}"#),
-        ("fetch_page", r#"{"url": "ftp://shop.example"}"#),
         (
             "send_email",
             r#"{"to": "ann@example.com", "body": "Your refund is on its way."}"#,
         ),
+        ("fetch_page", r#"{"url": "https://shop.example/reviews"}"#),
+        ("fetch_page", r#"{"url": "ftp://shop.example"}"#),
+        (
+            "send_email",
+            r#"{"to": "ann@example.com", "body": "Refund sent to IBAN X."}"#,
+        ),
         ("delete_account", r#"{"user": "ann"}"#),
-        ("send_email", r#"{"to": 42}"#),
+        ("refund_policy", r#"{"product": 42}"#),
         (
             "send_email",
             r#"{"to": "a@example.com", "to": "b@example.com", "body": "x"}"#,
@@ -85,33 +93,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("fetch_page", r#"{"url": "https://a.example""#),
     ];
     for (tool, args) in calls {
-        println!("\n> {tool}({args})");
-        run(&registry, tool, args);
+        println!("\n> {tool}({args})   [scope {:?}]", scope.taint()?);
+        run(&scope, tool, args)?;
     }
+
+    println!("\n== the scope's rendered context\n{}", scope.context()?);
     Ok(())
 }
 
-fn run(registry: &Registry, tool: &str, args: &str) {
+fn run(scope: &Scope, tool: &str, args: &str) -> Result<(), ScopeError> {
     let call = match ToolCall::from_model(tool, args) {
         Ok(call) => call,
         Err(error) => {
             println!("  refused before anything ran: {error}");
-            return;
+            return Ok(());
         }
     };
     println!("  checksum {}", call.checksum());
-    match pollster::block_on(registry.dispatch(&call)) {
-        Ok(output) => {
-            let text = match &output.content {
-                Content::Text(text) => text.clone(),
-                other => other.to_text().into_owned(),
-            };
-            let status = if output.failed { "tool error" } else { "ok" };
+    match pollster::block_on(scope.call(call))? {
+        CallOutcome::Ran { output, .. } => {
+            let status = if output.failed { "tool error" } else { "ran" };
             println!(
-                "  {status}: trust={} output={}: {text}",
-                output.trust, output.output
+                "  {status}: trust={} output={}: {}",
+                output.trust,
+                output.output,
+                output.content.to_text()
             );
         }
-        Err(error) => println!("  not dispatched: {error}"),
+        CallOutcome::Denied(decision) => {
+            println!("  denied by {}: {}", decision.rule, decision.reason)
+        }
+        CallOutcome::Pending { decision, .. } => {
+            println!(
+                "  held for review by {}: {}",
+                decision.rule, decision.reason
+            )
+        }
+        CallOutcome::Invalid { error, .. } => println!("  not run: {error}"),
     }
+    Ok(())
 }

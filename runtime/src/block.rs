@@ -1,13 +1,21 @@
-//! Instruction text: the only text that carries the developer's authority.
+//! Blocks of context, and instruction text: the only text that carries the developer's
+//! authority.
+//!
+//! A block is trusted, vetted or untrusted, and instruction or data. An untrusted
+//! instruction block cannot be constructed: an instruction block can only be made from
+//! an [`Instruction`], which is always trusted, and a data block can never become an
+//! instruction.
 
 use std::borrow::Cow;
 
+use crate::content::Content;
+use crate::id::Id;
 use crate::registry::ToolOutput;
 use crate::tool::{OutputKind, Trust};
 
 /// Text that carries the developer's authority. It can only come from the developer's
-/// own code (a `&'static str`) or from a tool declared `trusted, instruction`; there is
-/// no way to make one from run-time text of any other origin.
+/// own code (a `&'static str`, e.g. a literal or `include_str!`) or from a tool declared
+/// `trusted, instruction`; there is no way to make one from other run-time text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instruction(Cow<'static, str>);
 
@@ -17,10 +25,8 @@ impl Instruction {
         Instruction(Cow::Borrowed(text))
     }
 
-    /// Instruction text the developer vouches for at run time (a policy file the
-    /// developer ships, say). This is a declaration of authorship: never pass text that
-    /// any outsider wrote or could have changed.
-    pub fn developer_authored(text: impl Into<String>) -> Self {
+    /// Instruction text from reference vectors, which are the developer's own test data.
+    pub(crate) fn developer_authored(text: impl Into<String>) -> Self {
         Instruction(Cow::Owned(text.into()))
     }
 
@@ -34,7 +40,7 @@ impl Instruction {
             return None;
         }
         match &output.content {
-            crate::content::Content::Text(text) => Some(Instruction(Cow::Owned(text.clone()))),
+            Content::Text(text) => Some(Instruction(Cow::Owned(text.clone()))),
             _ => None,
         }
     }
@@ -48,5 +54,72 @@ impl Instruction {
 impl From<&'static str> for Instruction {
     fn from(text: &'static str) -> Self {
         Instruction::new(text)
+    }
+}
+
+/// One block of a scope's context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    id: Id,
+    body: Body,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Body {
+    /// Always trusted: the type has no trust to choose.
+    Instruction(Instruction),
+    Data {
+        trust: Trust,
+        text: String,
+    },
+}
+
+impl Block {
+    /// An instruction block; always trusted.
+    pub fn instruction(id: Id, instruction: Instruction) -> Self {
+        Block {
+            id,
+            body: Body::Instruction(instruction),
+        }
+    }
+
+    /// A data block of the given trust.
+    pub fn data(id: Id, trust: Trust, text: impl Into<String>) -> Self {
+        Block {
+            id,
+            body: Body::Data {
+                trust,
+                text: text.into(),
+            },
+        }
+    }
+
+    /// The block's id.
+    pub fn id(&self) -> &Id {
+        &self.id
+    }
+
+    /// How far the block may be trusted.
+    pub fn trust(&self) -> Trust {
+        match &self.body {
+            Body::Instruction(_) => Trust::Trusted,
+            Body::Data { trust, .. } => *trust,
+        }
+    }
+
+    /// Instruction or data.
+    pub fn kind(&self) -> OutputKind {
+        match &self.body {
+            Body::Instruction(_) => OutputKind::Instruction,
+            Body::Data { .. } => OutputKind::Data,
+        }
+    }
+
+    /// The block's text (before rendering).
+    pub fn text(&self) -> &str {
+        match &self.body {
+            Body::Instruction(instruction) => instruction.as_str(),
+            Body::Data { text, .. } => text,
+        }
     }
 }

@@ -8,7 +8,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::canonical::{JsonError, parse_strict, write_object, write_string};
+use crate::canonical::{
+    JsonError, Order, Sink, emit_canonical, emit_object, emit_string, parse_strict,
+};
 use crate::id::{Id, IdError, hex};
 
 /// A lowercase-hex SHA-256 of a call's canonical text.
@@ -166,7 +168,9 @@ impl ToolCall {
     }
 
     fn build(id: Id, tool: String, args_json: &str) -> Result<Self, CallError> {
-        let parsed = if args_json.trim().is_empty() {
+        // Only the empty text means "no arguments"; whitespace alone is invalid JSON, as
+        // it is to the reference.
+        let parsed = if args_json.is_empty() {
             Ok(Value::Object(Map::new()))
         } else {
             parse_strict(args_json)
@@ -185,7 +189,13 @@ impl ToolCall {
     }
 
     fn assemble(id: Id, tool: String, args: Map<String, Value>) -> Self {
-        let checksum = Checksum::of(canonical_call(&tool, &args).as_bytes());
+        let mut hashing = Hashing::new();
+        emit_canonical(
+            &mut hashing,
+            |out, order| emit_call(out, &tool, &args, order),
+            |out| *out = Hashing::new(),
+        );
+        let checksum = hashing.finish();
         ToolCall {
             id,
             tool,
@@ -216,20 +226,95 @@ impl ToolCall {
 
     /// The canonical text that was hashed: `{"args":…,"tool":…}` in RFC 8785 form.
     pub fn canonical(&self) -> String {
-        canonical_call(&self.tool, &self.args)
+        let mut out = String::new();
+        emit_canonical(
+            &mut out,
+            |out, order| emit_call(out, &self.tool, &self.args, order),
+            String::clear,
+        );
+        out
     }
 }
 
-/// The canonical text of `{"args": args, "tool": tool}`, written without building the
+/// Writes the canonical text of `{"args": args, "tool": tool}` without building the
 /// wrapper object ("args" sorts before "tool").
-fn canonical_call(tool: &str, args: &Map<String, Value>) -> String {
-    let mut out = String::with_capacity(64);
+fn emit_call<S: Sink>(out: &mut S, tool: &str, args: &Map<String, Value>, order: &mut Order) {
     out.push_str("{\"args\":");
-    write_object(&mut out, args);
+    emit_object(out, args, order);
     out.push_str(",\"tool\":");
-    write_string(&mut out, tool);
-    out.push('}');
-    out
+    emit_string(out, tool);
+    out.push_str("}");
+}
+
+/// Hashes canonical text as it is written, through a buffer on the stack, so that a
+/// checksum neither allocates nor holds the whole text.
+struct Hashing {
+    hasher: Sha256,
+    buffer: [u8; Hashing::BUFFER],
+    len: usize,
+}
+
+impl Hashing {
+    const BUFFER: usize = 1024;
+
+    fn new() -> Self {
+        Hashing {
+            hasher: Sha256::new(),
+            buffer: [0; Self::BUFFER],
+            len: 0,
+        }
+    }
+
+    fn finish(mut self) -> Checksum {
+        self.flush();
+        Checksum(self.hasher.finalize().into())
+    }
+
+    fn flush(&mut self) {
+        if let Some(pending) = self.buffer.get(..self.len) {
+            self.hasher.update(pending);
+        }
+        self.len = 0;
+    }
+
+    /// Writes what does not fit in the buffer's free space.
+    #[cold]
+    fn spill(&mut self, bytes: &[u8]) {
+        self.flush();
+        match self.buffer.get_mut(..bytes.len()) {
+            Some(slot) => {
+                slot.copy_from_slice(bytes);
+                self.len = bytes.len();
+            }
+            // Longer than the buffer (a big string): straight to the hasher, no copy.
+            None => self.hasher.update(bytes),
+        }
+    }
+}
+
+impl Sink for Hashing {
+    #[inline]
+    fn push_str(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        match self.buffer.get_mut(self.len..self.len + bytes.len()) {
+            Some(slot) => {
+                slot.copy_from_slice(bytes);
+                self.len += bytes.len();
+            }
+            None => self.spill(bytes),
+        }
+    }
+
+    #[inline]
+    fn push_ascii(&mut self, byte: u8) {
+        match self.buffer.get_mut(self.len) {
+            Some(slot) => {
+                *slot = byte;
+                self.len += 1;
+            }
+            None => self.spill(&[byte]),
+        }
+    }
 }
 
 fn type_name(value: &Value) -> &'static str {

@@ -9,8 +9,8 @@
 use serde_json::Value;
 
 use crate::block::Instruction;
-use crate::call::ToolCall;
-use crate::canonical::{canonical_json, parse_strict};
+use crate::call::{CallErrorReason, ToolCall};
+use crate::canonical::{JsonError, canonical_json, parse_strict};
 use crate::content::{RetrievedRecord, SourceTier};
 use crate::envelope::{RETRIEVED_DIRECTIVE, RenderError, Renderer, unknown_tool_warning};
 use crate::record::{Memory, Message, Sender, Thought, ThoughtKind};
@@ -84,22 +84,52 @@ pub fn check_tool_call(entry: &Value) -> Vec<Mismatch> {
     let call = match ToolCall::from_model(tool, args_json) {
         Ok(call) if refused_call => {
             return vec![Mismatch::new(
-                "args_json",
-                "a refused call",
-                call.canonical(),
+                "refusal",
+                "refused as unrepresentable",
+                format!("accepted, checksum {}", call.checksum()),
             )];
         }
         Ok(call) => call,
-        Err(_) if refused_call => return Vec::new(),
+        Err(error) if refused_call => {
+            // Refused for the reason the flag means, not merely as malformed.
+            return match error.reason {
+                CallErrorReason::Json(
+                    JsonError::LoneSurrogate { .. }
+                    | JsonError::DuplicateKey { .. }
+                    | JsonError::NumberOutOfRange { .. },
+                ) => Vec::new(),
+                _ => vec![Mismatch::new(
+                    "refusal",
+                    "refused as unrepresentable (lone surrogate, duplicate key or overflowing number)",
+                    format!("refused for another reason: {error}"),
+                )],
+            };
+        }
         Err(error) => {
-            return vec![Mismatch::new(
-                "args_json",
-                "a valid call",
-                error.to_string(),
-            )];
+            let mismatches: Vec<Mismatch> = ["canonical", "checksum"]
+                .into_iter()
+                .filter_map(|name| field(name).map(|want| (name, want)))
+                .map(|(name, want)| Mismatch::new(name, want, format!("refused: {error}")))
+                .collect();
+            return if mismatches.is_empty() {
+                vec![Mismatch::new(
+                    "args_json",
+                    "a valid call",
+                    format!("refused: {error}"),
+                )]
+            } else {
+                mismatches
+            };
         }
     };
     let mut mismatches = Vec::new();
+    if field("canonical").is_none() && field("checksum").is_none() {
+        mismatches.push(Mismatch::new(
+            "vector",
+            "a `canonical` or `checksum` to check",
+            "neither",
+        ));
+    }
     if let Some(expected) = field("canonical") {
         mismatches.extend(compare("canonical", expected, &call.canonical()));
     }
@@ -143,8 +173,8 @@ pub fn check_envelope(kind: &str, entry: &Value) -> Vec<Mismatch> {
     let input = entry.get("input").cloned().unwrap_or(Value::Null);
     let Some(expected) = entry.get("rendered").and_then(Value::as_str) else {
         return vec![Mismatch::new(
-            "rendered",
-            "a `rendered` string",
+            "field `rendered`",
+            "a string",
             compact(entry),
         )];
     };
@@ -235,7 +265,11 @@ pub fn check_envelope(kind: &str, entry: &Value) -> Vec<Mismatch> {
         "unknown_tool_warning" => Ok(unknown_tool_warning(&text("tool").unwrap_or_default())),
         "retrievable_safety_directive" => Ok(RETRIEVED_DIRECTIVE.to_owned()),
         other => {
-            return vec![Mismatch::new("kind", "a known renderer kind", other)];
+            return vec![Mismatch::new(
+                "kind",
+                "a kind conform knows",
+                format!("unknown kind {other:?}"),
+            )];
         }
     };
     match actual {

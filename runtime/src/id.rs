@@ -61,6 +61,12 @@ impl Id {
         Id(hex(&bytes))
     }
 
+    /// An id the crate itself names; the text is a valid id by construction.
+    pub(crate) fn from_static(id: &'static str) -> Self {
+        debug_assert!(validate(id).is_ok(), "invalid static id {id:?}");
+        Id(id.to_owned())
+    }
+
     /// The id's text.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -3,7 +3,7 @@
 //! Mark each tool with how far its output may be trusted, and the runtime enforces it:
 //!
 //! ```
-//! use tooltrust::{tool, tools, ToolCall};
+//! use tooltrust::{tool, tools, CallOutcome, Id, Session, Taint, ToolCall, Trust};
 //!
 //! /// Returns the refund policy that support agents must follow.
 //! #[tool(trusted, instruction, read_only)]
@@ -23,28 +23,47 @@
 //! let registry = tools![refund_policy, fetch_page]?;
 //! assert_eq!(registry.names().collect::<Vec<_>>(), ["fetch_page", "refund_policy"]);
 //!
+//! // A session holds the registry, the gate's policy and the recorder; a scope is one
+//! // unit of agent work. Every call is checksummed, then gated, then run and rendered.
+//! let session = Session::builder(registry).build()?;
+//! let scope = session.open_scope(Id::new("support-agent")?)?;
 //! let call = ToolCall::from_model("fetch_page", r#"{"url": "https://example.com"}"#)?;
-//! let output = pollster::block_on(registry.dispatch(&call))?;
-//! assert_eq!(output.trust, tooltrust::Trust::Untrusted);
+//! let CallOutcome::Ran { output, .. } = pollster::block_on(scope.call(call))? else {
+//!     unreachable!("a read-only call in a clean scope is allowed");
+//! };
+//! assert_eq!(output.trust, Trust::Untrusted);
+//! assert_eq!(scope.taint()?, Taint::Tainted); // untrusted content entered the scope
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod block;
 pub mod call;
 pub mod canonical;
 pub mod conformance;
 pub mod content;
 pub mod envelope;
+pub mod event;
+pub mod gate;
 pub mod id;
 pub mod nonce;
+pub mod providers;
+pub mod quarantine;
 pub mod record;
 pub mod registry;
+pub mod review;
 pub mod schema;
+pub mod scope;
+pub mod session;
 pub mod tool;
 
-pub use block::Instruction;
+pub use agent::{
+    Agent, AgentError, AssistantMessage, CallResult, ChatMessage, Model, ModelError, ModelFuture,
+    ModelRequest, ModelToolCall, ScriptedModel, Transcript,
+};
+pub use block::{Block, Instruction};
 pub use call::{CallError, CallErrorReason, Checksum, ToolCall};
 pub use canonical::{JsonError, canonical_json, parse_strict};
 pub use content::{
@@ -52,10 +71,16 @@ pub use content::{
     SourceTier,
 };
 pub use envelope::{Mode, RenderError, Rendered, Renderer, STANDING_EXPLANATION};
+pub use event::{Event, MemoryRecorder, RecordError, Recorder};
+pub use gate::{ArgumentFromTrustedBlock, Decision, GateContext, Policy, Rule, Ruling, Taint};
 pub use id::{Id, IdError};
 pub use nonce::{KeyError, SessionKey};
+pub use quarantine::{Exit, QuarantineHandle, QuarantineStatus};
 pub use record::{Memory, Message, Sender, Thought, ThoughtKind};
 pub use registry::{CatalogEntry, DispatchError, Registry, RegistryError, ToolOutput};
+pub use review::{Judge, Judgement, Material, ReviewError, Reviewer, RuleJudge, Subject, Verdict};
+pub use scope::{CallOutcome, Handoff, Scope, ScopeError};
+pub use session::{Review, Session, SessionBuilder};
 pub use tool::{ArgumentsError, Effects, Outcome, OutputKind, Tool, ToolFuture, ToolSpec, Trust};
 
 /// Declares a tool: `#[tool(trusted | untrusted, [data | instruction], [read_only],

@@ -7,13 +7,18 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Sender {
-    /// A human user (rendered `<message_…>`).
+    /// The person the agent acts for, authenticated by the host (rendered
+    /// `<message_…>` like any user; trusted data, so it does not taint the scope).
+    Principal,
+    /// Any other human user, such as a customer writing to a support agent (rendered
+    /// `<message_…>`; untrusted).
     User,
     /// Another agent (rendered `<peer_agent_output_…>`).
     Peer,
 }
 
-/// A message from a user or a peer agent; always untrusted content.
+/// A message from a person or a peer agent. Untrusted unless it comes from the
+/// principal the agent acts for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     /// The message's id; it goes into tag names in compat mode, so it must match

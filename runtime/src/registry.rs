@@ -195,8 +195,8 @@ impl Registry {
 
     /// Runs `call`. An unknown tool and arguments that do not match the schema are
     /// errors and run nothing; a tool that ran returns its output tagged with the trust
-    /// it is rendered with.
-    pub async fn dispatch(&self, call: &ToolCall) -> Result<ToolOutput, DispatchError> {
+    /// it is rendered with. Only a scope calls it, after the gate allowed the call.
+    pub(crate) async fn run(&self, call: &ToolCall) -> Result<ToolOutput, DispatchError> {
         let entry = self.entry(call.tool())?;
         let args = Value::Object(call.args().clone());
         let outcome =

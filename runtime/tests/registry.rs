@@ -3,9 +3,9 @@
 
 use serde_json::{Value, json};
 use tooltrust::{
-    ArtifactHandle, Content, DispatchError, Effects, Media, Outcome, OutputKind, Registry,
-    RegistryError, Retrieved, RetrievedRecord, SourceTier, Tool, ToolCall, ToolFuture, ToolSpec,
-    Trust, tool, tools,
+    ArtifactHandle, CallOutcome, Content, DispatchError, Effects, Id, Media, Outcome, OutputKind,
+    Registry, RegistryError, Retrieved, RetrievedRecord, Session, SourceTier, Tool, ToolCall,
+    ToolFuture, ToolSpec, Trust, tool, tools,
 };
 
 /// Returns the style guide.
@@ -96,13 +96,25 @@ fn registry() -> Registry {
     .expect("valid registry")
 }
 
+/// Runs one call in a fresh clean scope, as the gate allows it.
 fn dispatch(
-    registry: &Registry,
+    registry: Registry,
     tool: &str,
     args: &str,
-) -> Result<tooltrust::ToolOutput, DispatchError> {
+) -> Result<tooltrust::ToolOutput, Box<CallOutcome>> {
     let call = ToolCall::from_model(tool, args).expect("well-formed call");
-    pollster::block_on(registry.dispatch(&call))
+    run(registry, call)
+}
+
+fn run(registry: Registry, call: ToolCall) -> Result<tooltrust::ToolOutput, Box<CallOutcome>> {
+    let session = Session::builder(registry).build().expect("session");
+    let scope = session
+        .open_scope(Id::new("agent").unwrap())
+        .expect("scope");
+    match pollster::block_on(scope.call(call)).expect("recorded") {
+        CallOutcome::Ran { output, .. } => Ok(output),
+        other => Err(Box::new(other)),
+    }
 }
 
 #[test]
@@ -155,11 +167,10 @@ fn schemas_are_provider_safe() {
 /// optional one may be left out or null.
 #[test]
 fn schema_and_deserializer_agree() {
-    let registry = registry();
     let full =
         json!({"to": "a@example.com", "body": "hi", "subject": "s", "cc": ["b@example.com"]});
-    assert!(dispatch(&registry, "send_email", &full.to_string()).is_ok());
-    let schema = &registry.spec_schema("send_email");
+    assert!(dispatch(registry(), "send_email", &full.to_string()).is_ok());
+    let schema = &registry().spec_schema("send_email");
     let required: Vec<&str> = schema["required"]
         .as_array()
         .expect("array")
@@ -169,7 +180,7 @@ fn schema_and_deserializer_agree() {
     for field in schema["properties"].as_object().expect("object").keys() {
         let mut args = full.clone();
         args.as_object_mut().expect("object").remove(field);
-        let missing = dispatch(&registry, "send_email", &args.to_string());
+        let missing = dispatch(registry(), "send_email", &args.to_string());
         assert_eq!(
             missing.is_err(),
             required.contains(&field.as_str()),
@@ -178,7 +189,7 @@ fn schema_and_deserializer_agree() {
         if !required.contains(&field.as_str()) {
             args[field.as_str()] = Value::Null;
             assert!(
-                dispatch(&registry, "send_email", &args.to_string()).is_ok(),
+                dispatch(registry(), "send_email", &args.to_string()).is_ok(),
                 "{field}: null"
             );
         }
@@ -201,7 +212,7 @@ impl SpecSchema for Registry {
 
 #[test]
 fn unknown_tool_is_an_error_listing_the_available_tools() {
-    let error = dispatch(&registry(), "delete_account", "{}").expect_err("unknown");
+    let error = registry().spec("delete_account").expect_err("unknown");
     match &error {
         DispatchError::UnknownTool { name, available } => {
             assert_eq!(name, "delete_account");
@@ -215,27 +226,36 @@ fn unknown_tool_is_an_error_listing_the_available_tools() {
             .to_string()
             .contains("fetch_page, order-status, screenshot")
     );
+    // The gate never lets it through.
+    match dispatch(registry(), "delete_account", "{}").map_err(|outcome| *outcome) {
+        Err(CallOutcome::Denied(decision)) => assert_eq!(decision.rule, "unknown-tool"),
+        other => panic!("expected a denial, got {other:?}"),
+    }
 }
 
 #[test]
 fn bad_arguments_are_typed_errors() {
-    let registry = registry();
     for args in [
         r#"{"to": 42, "body": "x"}"#,
         r#"{"body": "x"}"#,
         r#"{"to": "a", "body": "x", "bcc": "spy@example.com"}"#,
         r#"{"to": "a", "body": "x", "cc": "not-a-list"}"#,
     ] {
-        match dispatch(&registry, "send_email", args) {
-            Err(DispatchError::InvalidArguments { tool, error }) => {
+        match dispatch(registry(), "send_email", args).map_err(|outcome| *outcome) {
+            Err(CallOutcome::Invalid {
+                error: DispatchError::InvalidArguments { tool, error },
+                ..
+            }) => {
                 assert_eq!(tool, "send_email");
                 assert!(!error.message.is_empty());
             }
             other => panic!("{args}: expected InvalidArguments, got {other:?}"),
         }
     }
-    let Err(DispatchError::InvalidArguments { error, .. }) =
-        dispatch(&registry, "send_email", r#"{"to": 42, "body": "x"}"#)
+    let Err(CallOutcome::Invalid {
+        error: DispatchError::InvalidArguments { error, .. },
+        ..
+    }) = dispatch(registry(), "send_email", r#"{"to": 42, "body": "x"}"#).map_err(|o| *o)
     else {
         panic!("expected InvalidArguments");
     };
@@ -248,7 +268,6 @@ fn bad_arguments_are_typed_errors() {
 
 #[test]
 fn outputs_carry_declared_trust_except_outsider_content_and_errors() {
-    let registry = registry();
     let cases = [
         (
             "style_guide",
@@ -283,26 +302,25 @@ fn outputs_carry_declared_trust_except_outsider_content_and_errors() {
         ("export", "", Trust::Untrusted, OutputKind::Data, false),
     ];
     for (tool, args, trust, output, failed) in cases {
-        let result = dispatch(&registry, tool, args).expect("dispatched");
+        let result = dispatch(registry(), tool, args).expect("dispatched");
         assert_eq!(result.trust, trust, "{tool}");
         assert_eq!(result.output, output, "{tool}");
         assert_eq!(result.failed, failed, "{tool}");
         assert_eq!(result.tool, tool);
     }
-    let result = dispatch(&registry, "order-status", r#"{"order": 7}"#).expect("dispatched");
+    let result = dispatch(registry(), "order-status", r#"{"order": 7}"#).expect("dispatched");
     assert_eq!(
         result.content,
         Content::Json(json!({"order": 7, "status": "shipped"}))
     );
-    let failed = dispatch(&registry, "fetch_page", r#"{"url": "ftp://x"}"#).expect("dispatched");
+    let failed = dispatch(registry(), "fetch_page", r#"{"url": "ftp://x"}"#).expect("dispatched");
     assert_eq!(failed.content, Content::Text("cannot fetch ftp://x".into()));
 }
 
 #[test]
 fn dispatch_reports_the_calls_checksum_and_id() {
-    let registry = registry();
     let call = ToolCall::from_model("order-status", r#"{"order": 7}"#).expect("call");
-    let output = pollster::block_on(registry.dispatch(&call)).expect("dispatched");
+    let output = run(registry(), call.clone()).expect("dispatched");
     assert_eq!(output.checksum, call.checksum());
     assert_eq!(&output.call_id, call.id());
 }

@@ -58,7 +58,7 @@ pub enum RenderError {
 }
 
 /// What rendering produced.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rendered {
     /// The envelope text.
     pub text: String,
@@ -70,9 +70,22 @@ pub struct Rendered {
     /// The tool named by a tool result that the registry did not hold (rendered
     /// untrusted).
     pub unknown_tool: Option<String>,
+    /// The trust the content was rendered with: `Trusted` only for trusted tool output,
+    /// trusted data and first-party records alone.
+    pub trust: Trust,
 }
 
 impl Rendered {
+    fn empty(trust: Trust) -> Self {
+        Rendered {
+            text: String::new(),
+            nonces: Vec::new(),
+            findings: Vec::new(),
+            unknown_tool: None,
+            trust,
+        }
+    }
+
     /// The first nonce, for single-block renders.
     pub fn nonce(&self) -> Option<&str> {
         self.nonces.first().map(String::as_str)
@@ -195,6 +208,9 @@ impl Renderer {
         if spec.is_none() {
             rendered.unknown_tool = Some(output.tool.clone());
         }
+        if output.content.is_outsider_content() {
+            rendered.trust = Trust::Untrusted;
+        }
         Ok(rendered)
     }
 
@@ -255,17 +271,53 @@ impl Renderer {
             leading_compat: Vec::new(),
             nonce_attr: true,
         };
-        let mut rendered = Rendered::default();
+        let mut rendered = Rendered::empty(if trusted {
+            Trust::Trusted
+        } else {
+            Trust::Untrusted
+        });
         self.leaf(&mut rendered, spec, body, &[])?;
         Ok(rendered)
     }
 
-    /// A user's or peer agent's message; always untrusted.
+    /// Data that is not a tool's output: `trusted` data of the runtime or the developer
+    /// (`<trusted_content_…>`), or untrusted content (`<untrusted_content_…>`), with the
+    /// given `kind`. The compat nonce is `id`.
+    pub fn data(
+        &self,
+        trust: Trust,
+        kind: &str,
+        id: &Id,
+        body: &str,
+    ) -> Result<Rendered, RenderError> {
+        let sealed = self.key.is_some();
+        let tier = if trust == Trust::Trusted {
+            Tier::TrustedContent
+        } else {
+            Tier::UntrustedContent
+        };
+        let spec = Spec {
+            tier,
+            identity: &[id.as_str()],
+            public: id.as_str(),
+            attrs: vec![
+                ("kind", Some(kind.into())),
+                ("id", sealed.then(|| id.as_str().into())),
+            ],
+            leading_compat: Vec::new(),
+            nonce_attr: true,
+        };
+        let mut rendered = Rendered::empty(trust);
+        self.leaf(&mut rendered, spec, body, &[])?;
+        Ok(rendered)
+    }
+
+    /// A message from a person or a peer agent: untrusted, except the principal's.
     pub fn message(&self, message: &Message) -> Result<Rendered, RenderError> {
         checked_id("message", &message.id)?;
         let sealed = self.key.is_some();
         let (tier, role) = match message.sender {
-            Sender::User => (Tier::Message, Some("user")),
+            Sender::Principal | Sender::User => (Tier::Message, Some("user")),
             Sender::Peer => (Tier::PeerOutput, None),
         };
         let spec = Spec {
@@ -284,7 +336,12 @@ impl Renderer {
             leading_compat: Vec::new(),
             nonce_attr: sealed,
         };
-        let mut rendered = Rendered::default();
+        let trust = if message.sender == Sender::Principal {
+            Trust::Trusted
+        } else {
+            Trust::Untrusted
+        };
+        let mut rendered = Rendered::empty(trust);
         self.leaf(&mut rendered, spec, &message.content, &[])?;
         Ok(rendered)
     }
@@ -309,7 +366,7 @@ impl Renderer {
             leading_compat: Vec::new(),
             nonce_attr: true,
         };
-        let mut rendered = Rendered::default();
+        let mut rendered = Rendered::empty(Trust::Untrusted);
         if thought.kind == ThoughtKind::SelfReasoning {
             self.leaf(&mut rendered, thought_spec, &thought.content, &[])?;
             return Ok(rendered);
@@ -343,7 +400,7 @@ impl Renderer {
 
     /// Memories, in the order given, inside one `<memories>` parent; nothing when empty.
     pub fn memories(&self, memories: &[Memory]) -> Result<Rendered, RenderError> {
-        let mut rendered = Rendered::default();
+        let mut rendered = Rendered::empty(Trust::Untrusted);
         if memories.is_empty() {
             return Ok(rendered);
         }
@@ -382,7 +439,14 @@ impl Renderer {
     /// third-party private records (each by creation time, then id) as untrusted
     /// content; groups separated by a blank line. Nothing when there are no records.
     pub fn retrieved(&self, records: &[RetrievedRecord]) -> Result<Rendered, RenderError> {
-        let mut rendered = Rendered::default();
+        let third_party = records
+            .iter()
+            .any(|record| record.tier != SourceTier::FirstParty);
+        let mut rendered = Rendered::empty(if third_party {
+            Trust::Untrusted
+        } else {
+            Trust::Trusted
+        });
         if records.is_empty() {
             return Ok(rendered);
         }

@@ -1,0 +1,361 @@
+//! A small agent loop over any model: model → tool calls → checksum → gate → run →
+//! render → record → model, until the model answers.
+//!
+//! The library has no HTTP client: a host implements [`Model`] over its own client
+//! (OpenAI, Anthropic, a local model), or uses [`ScriptedModel`] in tests and examples.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::block::Instruction;
+use crate::call::ToolCall;
+use crate::envelope::STANDING_EXPLANATION;
+use crate::id::Id;
+use crate::record::Message;
+use crate::registry::CatalogEntry;
+use crate::scope::{CallOutcome, Scope, ScopeError};
+use crate::tool::Trust;
+
+/// One message of a provider-neutral chat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum ChatMessage {
+    /// Text the host sends as the user: an enveloped message.
+    User {
+        /// The rendered text.
+        content: String,
+    },
+    /// What the model said and asked for.
+    Assistant {
+        /// Its text, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<String>,
+        /// The calls it asked for.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ModelToolCall>,
+    },
+    /// The answer to one tool call: an envelope, or the gate's decision.
+    Tool {
+        /// The provider's id of the call answered.
+        call_id: String,
+        /// The tool named.
+        name: String,
+        /// The rendered answer.
+        content: String,
+    },
+}
+
+/// A tool call as the model wrote it: the arguments are the model's raw JSON text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelToolCall {
+    /// The provider's id for the call.
+    pub id: String,
+    /// The tool named.
+    pub name: String,
+    /// The argument text, unparsed.
+    pub arguments: String,
+}
+
+/// What the model answers.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    /// Its text, if any.
+    pub content: Option<String>,
+    /// The calls it asks for; none means the model has answered.
+    pub tool_calls: Vec<ModelToolCall>,
+}
+
+/// What the model is given each turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    /// The system text: the standing explanation and the developer's policy.
+    pub system: String,
+    /// The conversation so far.
+    pub messages: Vec<ChatMessage>,
+    /// The tools it may call.
+    pub tools: Vec<CatalogEntry>,
+}
+
+/// Why the model gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the model failed: {0}")]
+pub struct ModelError(pub String);
+
+/// The future a model returns.
+pub type ModelFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<AssistantMessage, ModelError>> + Send + 'a>>;
+
+/// A chat model: messages and tools in, one assistant message out.
+pub trait Model: Send + Sync {
+    /// Answers `request`.
+    fn respond<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a>;
+}
+
+type Step = Box<dyn Fn(&ModelRequest) -> AssistantMessage + Send + Sync>;
+
+/// A model that follows a script: step `n` answers the `n`th request. Each step sees the
+/// request, so a script can act on what the context holds (as a fooled model would).
+#[derive(Default)]
+pub struct ScriptedModel {
+    steps: Vec<Step>,
+    next: Mutex<usize>,
+}
+
+impl ScriptedModel {
+    /// An empty script.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a step that answers from the request.
+    pub fn step(
+        mut self,
+        step: impl Fn(&ModelRequest) -> AssistantMessage + Send + Sync + 'static,
+    ) -> Self {
+        self.steps.push(Box::new(step));
+        self
+    }
+
+    /// Adds a step that asks for one call.
+    pub fn call(self, name: &str, arguments: &str) -> Self {
+        let call = ModelToolCall {
+            id: format!("call_{}", self.steps.len()),
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+        };
+        self.step(move |_| AssistantMessage {
+            content: None,
+            tool_calls: vec![call.clone()],
+        })
+    }
+
+    /// Adds a step that answers with text.
+    pub fn answer(self, text: &str) -> Self {
+        let text = text.to_owned();
+        self.step(move |_| AssistantMessage {
+            content: Some(text.clone()),
+            tool_calls: Vec::new(),
+        })
+    }
+}
+
+impl Model for ScriptedModel {
+    fn respond<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a> {
+        let index = {
+            let mut next = self
+                .next
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let index = *next;
+            *next += 1;
+            index
+        };
+        let answer = match self.steps.get(index) {
+            Some(step) => Ok(step(request)),
+            None => Err(ModelError(format!("the script has no step {index}"))),
+        };
+        Box::pin(async move { answer })
+    }
+}
+
+/// What one run of the loop did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transcript {
+    /// The model's final text, if it answered.
+    pub answer: Option<String>,
+    /// The conversation, as the model saw it.
+    pub messages: Vec<ChatMessage>,
+    /// Every call the model asked for, with what became of it.
+    pub calls: Vec<(ModelToolCall, CallResult)>,
+}
+
+/// What became of one call the model asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallResult {
+    /// Refused before anything ran: the arguments were not an acceptable JSON object.
+    Malformed(String),
+    /// What the gate and the tool made of it.
+    Outcome(CallOutcome),
+}
+
+impl Transcript {
+    /// The ids of the calls the gate sent to review.
+    pub fn pending(&self) -> Vec<Id> {
+        self.calls
+            .iter()
+            .filter_map(|(_, result)| match result {
+                CallResult::Outcome(CallOutcome::Pending { id, .. }) => Some(id.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Why the loop stopped without an answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentError {
+    /// The model failed.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// Recording or rendering failed; the call it concerned did not run.
+    #[error(transparent)]
+    Scope(#[from] ScopeError),
+    /// The model kept calling tools past the turn limit.
+    #[error("no answer after {0} turns")]
+    TurnLimit(usize),
+}
+
+/// Drives a model in one scope.
+pub struct Agent {
+    scope: Scope,
+    policy: Vec<Instruction>,
+    max_turns: usize,
+}
+
+impl Agent {
+    /// An agent working in `scope`, with the developer's `policy`.
+    pub fn new(scope: Scope, policy: Vec<Instruction>) -> Self {
+        Agent {
+            scope,
+            policy,
+            max_turns: 16,
+        }
+    }
+
+    /// Stops after `turns` model turns without an answer (default 16).
+    pub fn max_turns(mut self, turns: usize) -> Self {
+        self.max_turns = turns;
+        self
+    }
+
+    /// The scope the agent works in.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// The system text: the standing explanation, then the developer's policy.
+    pub fn system(&self) -> Result<String, ScopeError> {
+        let policy = self
+            .scope
+            .session()
+            .renderer()
+            .developer_policy(&self.policy, None)?;
+        Ok(if policy.is_empty() {
+            STANDING_EXPLANATION.to_owned()
+        } else {
+            format!("{STANDING_EXPLANATION}\n\n{policy}")
+        })
+    }
+
+    /// Runs the loop for one user message until the model answers.
+    pub async fn run(
+        &self,
+        model: &dyn Model,
+        message: &Message,
+    ) -> Result<Transcript, AgentError> {
+        let session = self.scope.session();
+        self.scope.add_message(message)?;
+        let mut transcript = Transcript {
+            answer: None,
+            messages: vec![ChatMessage::User {
+                content: last_rendered(&self.scope)?,
+            }],
+            calls: Vec::new(),
+        };
+        let system = self.system()?;
+        let tools = session.registry().catalog().to_vec();
+        for _ in 0..self.max_turns {
+            let request = ModelRequest {
+                system: system.clone(),
+                messages: transcript.messages.clone(),
+                tools: tools.clone(),
+            };
+            let reply = model.respond(&request).await?;
+            transcript.messages.push(ChatMessage::Assistant {
+                content: reply.content.clone(),
+                tool_calls: reply.tool_calls.clone(),
+            });
+            if reply.tool_calls.is_empty() {
+                transcript.answer = reply.content;
+                return Ok(transcript);
+            }
+            for requested in reply.tool_calls {
+                let (result, content) = self.answer(&requested).await?;
+                transcript.messages.push(ChatMessage::Tool {
+                    call_id: requested.id.clone(),
+                    name: requested.name.clone(),
+                    content,
+                });
+                transcript.calls.push((requested, result));
+            }
+        }
+        Err(AgentError::TurnLimit(self.max_turns))
+    }
+
+    /// Checksums, gates and runs one requested call; returns what became of it and the
+    /// text the model is shown.
+    async fn answer(&self, requested: &ModelToolCall) -> Result<(CallResult, String), ScopeError> {
+        let parsed = match Id::new(requested.id.as_str()) {
+            Ok(_) => ToolCall::from_model_with_id(
+                &requested.id,
+                requested.name.as_str(),
+                &requested.arguments,
+            ),
+            // A provider id that cannot be an id keeps the call answerable under its own id.
+            Err(_) => ToolCall::from_model(requested.name.as_str(), &requested.arguments),
+        };
+        let call = match parsed {
+            Ok(call) => call,
+            Err(error) => {
+                // The message quotes the model's text: render it as untrusted data.
+                let text = error.to_string();
+                let id = Id::random();
+                let rendered = self.scope.session().renderer().data(
+                    Trust::Untrusted,
+                    "call-refused",
+                    &id,
+                    &text,
+                )?;
+                let shown = rendered.text.clone();
+                self.scope.push(
+                    crate::block::Block::data(id, Trust::Untrusted, text.clone()),
+                    rendered,
+                    "call-refused",
+                )?;
+                return Ok((CallResult::Malformed(text), shown));
+            }
+        };
+        let outcome = self.scope.call(call).await?;
+        let shown = match &outcome {
+            CallOutcome::Ran { block, .. } | CallOutcome::Invalid { block, .. } => {
+                rendered_block(&self.scope, block)?
+            }
+            CallOutcome::Denied(decision) => format!(
+                "The call was denied by the gate ({}): {}",
+                decision.rule, decision.reason
+            ),
+            CallOutcome::Pending { id, decision } => format!(
+                "The call is held for review as {id} ({}): {}. It runs only if a reviewer approves it; do not retry it.",
+                decision.rule, decision.reason
+            ),
+        };
+        Ok((CallResult::Outcome(outcome), shown))
+    }
+}
+
+fn last_rendered(scope: &Scope) -> Result<String, ScopeError> {
+    Ok(scope.rendered_blocks()?.pop().unwrap_or_default())
+}
+
+fn rendered_block(scope: &Scope, block: &Id) -> Result<String, ScopeError> {
+    let blocks = scope.blocks()?;
+    let rendered = scope.rendered_blocks()?;
+    Ok(blocks
+        .iter()
+        .position(|candidate| candidate.id() == block)
+        .and_then(|at| rendered.get(at).cloned())
+        .unwrap_or_default())
+}

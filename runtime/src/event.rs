@@ -1,0 +1,232 @@
+//! Every boundary decision, as a typed event, and the one interface that records them.
+//!
+//! A decision that cannot be recorded is not taken: every operation that records returns
+//! the recorder's error instead of acting.
+
+use std::sync::{Mutex, PoisonError};
+
+use serde::Serialize;
+
+use crate::call::Checksum;
+use crate::envelope::Finding;
+use crate::id::Id;
+use crate::tool::Trust;
+
+/// A boundary decision or state change. Serialized with its type in `"event"` and its
+/// fields beside it; never carries key material or quarantined plaintext.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// A scope was opened.
+    ScopeOpened {
+        /// The new scope.
+        scope: Id,
+        /// Its parent, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent: Option<Id>,
+        /// Who drives it.
+        author: Id,
+        /// `agent` or `review`.
+        kind: &'static str,
+    },
+    /// An untrusted block entered a clean scope, which is now tainted.
+    TaintAssigned {
+        /// The scope.
+        scope: Id,
+        /// The block that tainted it.
+        block: Id,
+        /// What the block is (`tool:fetch_page`, `message`…).
+        source: String,
+    },
+    /// Neutralisation changed a body before it entered a scope's context.
+    Neutralised {
+        /// The scope.
+        scope: Id,
+        /// The block.
+        block: Id,
+        /// What was changed.
+        findings: Vec<Finding>,
+    },
+    /// A tool result named a tool the registry does not hold; it was rendered untrusted.
+    UnknownToolRendered {
+        /// The scope.
+        scope: Id,
+        /// The tool named.
+        tool: String,
+    },
+    /// The gate allowed a call.
+    CallAllowed {
+        /// The scope.
+        scope: Id,
+        /// The call.
+        call: Id,
+        /// The tool.
+        tool: String,
+        /// The call's checksum.
+        checksum: Checksum,
+        /// The rule that decided.
+        rule: String,
+        /// Why.
+        reason: String,
+    },
+    /// The gate denied a call (or a review rejected it).
+    CallDenied {
+        /// The scope.
+        scope: Id,
+        /// The call.
+        call: Id,
+        /// The tool.
+        tool: String,
+        /// The call's checksum.
+        checksum: Checksum,
+        /// The rule that decided.
+        rule: String,
+        /// Why.
+        reason: String,
+    },
+    /// The gate sent a call to review; it runs only after approval.
+    CallSentToReview {
+        /// The scope.
+        scope: Id,
+        /// The call.
+        call: Id,
+        /// The tool.
+        tool: String,
+        /// The call's checksum.
+        checksum: Checksum,
+        /// The rule that decided.
+        rule: String,
+        /// Why.
+        reason: String,
+    },
+    /// An allowed call ran.
+    CallExecuted {
+        /// The scope.
+        scope: Id,
+        /// The call.
+        call: Id,
+        /// The tool.
+        tool: String,
+        /// The call's checksum.
+        checksum: Checksum,
+        /// The trust its output is rendered with.
+        trust: Trust,
+        /// Whether the tool returned an error.
+        failed: bool,
+        /// The ids of the blocks that influenced the call.
+        lineage: Vec<Id>,
+    },
+    /// A tainted scope's output was quarantined.
+    OutputQuarantined {
+        /// The scope that produced it.
+        scope: Id,
+        /// The output's key.
+        key: Id,
+        /// Its size.
+        bytes: u64,
+        /// Whether the scope's work succeeded.
+        exit: String,
+    },
+    /// A review was opened.
+    ReviewOpened {
+        /// The review.
+        review: Id,
+        /// The scope under review (the one that produced the output or made the call).
+        target: Id,
+        /// What is reviewed: `output:<key>` or `call:<id>`.
+        subject: String,
+        /// The reviewers.
+        reviewers: Vec<Id>,
+        /// The judge.
+        judge: Id,
+    },
+    /// A reviewer's advisory verdict.
+    ReviewVerdict {
+        /// The review.
+        review: Id,
+        /// The reviewer.
+        reviewer: Id,
+        /// Whether the reviewer approves.
+        approve: bool,
+        /// Why.
+        reason: String,
+    },
+    /// The judge's authoritative verdict.
+    JudgeVerdict {
+        /// The review.
+        review: Id,
+        /// The judge.
+        judge: Id,
+        /// Whether the judge approves.
+        approve: bool,
+        /// Why.
+        reason: String,
+    },
+    /// A judge's approval promoted a scope to clean.
+    Promoted {
+        /// The promoted scope.
+        scope: Id,
+        /// The review that promoted it.
+        review: Id,
+    },
+    /// Quarantined output was decrypted under a grant.
+    DecryptionGranted {
+        /// The output's key.
+        key: Id,
+        /// The scope that produced it.
+        target: Id,
+        /// Who may read it.
+        reader: Id,
+        /// Its size.
+        bytes: u64,
+        /// Why the grant holds (`assigned reviewer`, `promoted`).
+        reason: String,
+    },
+    /// The key-encryption key was rotated and data keys rewrapped.
+    KeyRotation {
+        /// How many data keys were rewrapped.
+        rewrapped: u64,
+    },
+}
+
+/// Why an event could not be recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the event could not be recorded: {0}")]
+pub struct RecordError(pub String);
+
+/// Where events go: the audit log, or memory in tests.
+pub trait Recorder: Send + Sync {
+    /// Records `event` durably; an error means the decision must not be taken.
+    fn record(&self, event: &Event) -> Result<(), RecordError>;
+}
+
+/// Keeps events in memory (tests, examples, hosts that forward them elsewhere).
+#[derive(Debug, Default)]
+pub struct MemoryRecorder {
+    events: Mutex<Vec<Event>>,
+}
+
+impl MemoryRecorder {
+    /// An empty recorder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A copy of every event recorded so far, in order.
+    pub fn events(&self) -> Vec<Event> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl Recorder for MemoryRecorder {
+    fn record(&self, event: &Event) -> Result<(), RecordError> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event.clone());
+        Ok(())
+    }
+}

@@ -1,0 +1,326 @@
+//! Provider adapters against the shapes the providers document (fixtures in
+//! `tests/data/providers`, with the documentation each follows).
+
+use serde_json::{Value, json};
+use tooltrust::providers::{ProviderError, anthropic, mcp, openai};
+use tooltrust::{
+    AssistantMessage, CallErrorReason, ChatMessage, JsonError, ModelRequest, ModelToolCall,
+    ToolCall, tool, tools,
+};
+
+/// Get the current weather in a given location
+#[tool(untrusted, read_only)]
+fn get_current_weather(
+    /// The city and state, e.g. San Francisco, CA
+    location: String,
+    unit: Option<String>,
+) -> String {
+    format!("{location} {unit:?}")
+}
+
+/// Get the current weather in a given location
+#[tool(untrusted, read_only)]
+fn get_weather(
+    /// The city and state, e.g. San Francisco, CA
+    location: String,
+) -> String {
+    location
+}
+
+/// Books a table.
+#[tool(trusted)]
+fn book_table(restaurant: String) -> String {
+    restaurant
+}
+
+fn fixture(name: &str) -> String {
+    let path = format!("{}/tests/data/providers/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(path).expect("fixture")
+}
+
+fn fixture_json(name: &str) -> Value {
+    serde_json::from_str(&fixture(name)).expect("fixture JSON")
+}
+
+/// Every key path of `documented` exists in `ours` with the same JSON type.
+fn assert_same_shape(documented: &Value, ours: &Value, path: &str) {
+    match (documented, ours) {
+        (Value::Object(doc), Value::Object(our)) => {
+            for (key, value) in doc {
+                // Parameter names and enum values are the documentation's own.
+                if path.ends_with("properties") {
+                    continue;
+                }
+                let other = our
+                    .get(key)
+                    .unwrap_or_else(|| panic!("missing `{path}.{key}` in {ours}"));
+                assert_same_shape(value, other, &format!("{path}.{key}"));
+            }
+        }
+        (Value::Array(doc), Value::Array(our)) => {
+            if let (Some(first), Some(other)) = (doc.first(), our.first()) {
+                assert_same_shape(first, other, &format!("{path}[0]"));
+            }
+        }
+        (doc, our) => assert_eq!(
+            std::mem::discriminant(doc),
+            std::mem::discriminant(our),
+            "type at {path}: documented {doc}, ours {our}"
+        ),
+    }
+}
+
+fn weather_conversation(
+    system: &str,
+    user: &str,
+    call: ModelToolCall,
+    content: Option<&str>,
+    answer: &str,
+) -> ModelRequest {
+    ModelRequest {
+        system: system.into(),
+        messages: vec![
+            ChatMessage::User {
+                content: user.into(),
+            },
+            ChatMessage::Assistant {
+                content: content.map(str::to_owned),
+                tool_calls: vec![call.clone()],
+            },
+            ChatMessage::Tool {
+                call_id: call.id,
+                name: call.name,
+                content: answer.into(),
+            },
+        ],
+        tools: Vec::new(),
+    }
+}
+
+#[test]
+fn openai_request_matches_the_documented_shape() {
+    let documented = fixture_json("openai_request.json");
+    let request = weather_conversation(
+        "You are a helpful assistant.",
+        "What's the weather like in Boston today?",
+        ModelToolCall {
+            id: "call_abc123".into(),
+            name: "get_current_weather".into(),
+            arguments: "{\"location\":\"Boston, MA\"}".into(),
+        },
+        None,
+        "22 degrees",
+    );
+    assert_eq!(openai::messages(&request), documented["messages"]);
+
+    let registry = tools![get_current_weather].unwrap();
+    let request = ModelRequest {
+        tools: registry.catalog().to_vec(),
+        ..request
+    };
+    let body = openai::request_body("gpt-4o", &request);
+    assert_same_shape(&documented, &body, "");
+    assert_eq!(body["tools"][0]["function"]["name"], "get_current_weather");
+    assert_eq!(
+        body["tools"][0]["function"]["description"],
+        documented["tools"][0]["function"]["description"]
+    );
+    assert_eq!(
+        body["tools"][0]["function"]["parameters"]["required"],
+        json!(["location"])
+    );
+}
+
+#[test]
+fn openai_tool_calls_are_checksummed_as_written() {
+    let message = openai::parse_response(&fixture("openai_response_tool_calls.json")).unwrap();
+    assert_eq!(message.content, None);
+    assert_eq!(message.tool_calls.len(), 2);
+    assert_eq!(message.tool_calls[0].id, "call_abc123");
+    let calls: Vec<ToolCall> = openai::tool_calls(&message)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        calls[0].canonical(),
+        r#"{"args":{"location":"Boston, MA"},"tool":"get_current_weather"}"#
+    );
+    assert_eq!(
+        calls[1].canonical(),
+        r#"{"args":{"location":"Paris, France","unit":"celsius"},"tool":"get_current_weather"}"#
+    );
+    assert_eq!(calls[0].id().as_str(), "call_abc123");
+    assert_eq!(
+        calls[0].checksum(),
+        ToolCall::from_model("get_current_weather", r#"{"location":"Boston, MA"}"#)
+            .unwrap()
+            .checksum()
+    );
+}
+
+#[test]
+fn openai_bad_arguments_are_error_calls() {
+    let message = openai::parse_response(&fixture("openai_response_bad_arguments.json")).unwrap();
+    let calls = openai::tool_calls(&message);
+    assert!(
+        matches!(&calls[0], Err(error) if matches!(error.reason, CallErrorReason::Json(JsonError::Syntax { .. })))
+    );
+    assert!(
+        matches!(&calls[1], Err(error) if matches!(error.reason, CallErrorReason::Json(JsonError::DuplicateKey { .. })))
+    );
+    assert_eq!(
+        calls[2].as_ref().unwrap().canonical(),
+        r#"{"args":{},"tool":"get_current_weather"}"#,
+        "empty text is {{}}"
+    );
+}
+
+#[test]
+fn malformed_provider_answers_are_typed_errors() {
+    for parse in [
+        openai::parse_response as fn(&str) -> _,
+        anthropic::parse_response,
+    ] {
+        assert!(matches!(parse("not json"), Err(ProviderError::Json(_))));
+        assert!(matches!(
+            parse(r#"{"content":[],"content":[]}"#),
+            Err(ProviderError::Json(JsonError::DuplicateKey { .. }))
+        ));
+        assert!(matches!(parse("{}"), Err(ProviderError::Shape { .. })));
+    }
+    assert!(matches!(
+        openai::parse_response(r#"{"choices":[]}"#),
+        Err(ProviderError::Shape { .. })
+    ));
+    assert!(matches!(
+        openai::parse_response(r#"{"choices":[{"message":{"tool_calls":[{"id":"c","function":{"name":"x"}}]}}]}"#),
+        Err(ProviderError::Shape { path, .. }) if path.contains("arguments")
+    ));
+    assert!(matches!(
+        anthropic::parse_response(
+            r#"{"content":[{"type":"tool_use","id":"t","name":"x","input":[1]}]}"#
+        ),
+        Err(ProviderError::Shape { .. })
+    ));
+}
+
+#[test]
+fn anthropic_request_matches_the_documented_shape() {
+    let documented = fixture_json("anthropic_request.json");
+    let request = weather_conversation(
+        "You are a helpful assistant.",
+        "What is the weather like in San Francisco?",
+        ModelToolCall {
+            id: "toolu_01A09q90qw90lq917835lq9".into(),
+            name: "get_weather".into(),
+            arguments: r#"{"location": "San Francisco, CA"}"#.into(),
+        },
+        Some("I'll check the weather."),
+        "15 degrees",
+    );
+    assert_eq!(anthropic::messages(&request), documented["messages"]);
+    let registry = tools![get_weather].unwrap();
+    let request = ModelRequest {
+        tools: registry.catalog().to_vec(),
+        ..request
+    };
+    let body = anthropic::request_body("claude-sonnet-4-5", 1024, &request);
+    assert_same_shape(&documented, &body, "");
+    assert_eq!(body["system"], "You are a helpful assistant.");
+    assert_eq!(
+        body["tools"][0]["input_schema"]["required"],
+        json!(["location"])
+    );
+}
+
+#[test]
+fn consecutive_tool_answers_share_one_user_message() {
+    let call = |id: &str| ModelToolCall {
+        id: id.into(),
+        name: "get_weather".into(),
+        arguments: "{}".into(),
+    };
+    let request = ModelRequest {
+        system: String::new(),
+        messages: vec![
+            ChatMessage::Assistant {
+                content: None,
+                tool_calls: vec![call("a"), call("b")],
+            },
+            ChatMessage::Tool {
+                call_id: "a".into(),
+                name: "get_weather".into(),
+                content: "1".into(),
+            },
+            ChatMessage::Tool {
+                call_id: "b".into(),
+                name: "get_weather".into(),
+                content: "2".into(),
+            },
+        ],
+        tools: Vec::new(),
+    };
+    let messages = anthropic::messages(&request);
+    assert_eq!(messages.as_array().unwrap().len(), 2);
+    assert_eq!(messages[1]["content"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn anthropic_tool_use_is_checksummed() {
+    let message = anthropic::parse_response(&fixture("anthropic_response_tool_use.json")).unwrap();
+    assert_eq!(
+        message.content.as_deref(),
+        Some("I'll check the current weather in San Francisco for you.")
+    );
+    let calls: Vec<ToolCall> = anthropic::tool_calls(&message)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].id().as_str(), "toolu_01A09q90qw90lq917835lq9");
+    assert_eq!(
+        calls[0].canonical(),
+        r#"{"args":{"location":"San Francisco, CA","unit":"celsius"},"tool":"get_weather"}"#
+    );
+    assert_eq!(
+        message,
+        AssistantMessage {
+            content: message.content.clone(),
+            tool_calls: vec![ModelToolCall {
+                id: "toolu_01A09q90qw90lq917835lq9".into(),
+                name: "get_weather".into(),
+                arguments: r#"{"location":"San Francisco, CA","unit":"celsius"}"#.into(),
+            }],
+        }
+    );
+}
+
+#[test]
+fn mcp_tools_list_matches_the_documented_shape() {
+    let documented = fixture_json("mcp_tools_list.json");
+    let registry = tools![get_weather, book_table].unwrap();
+    let ours = mcp::tools_list(registry.catalog());
+    let weather = ours["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "get_weather")
+        .unwrap();
+    let mut documented_tool = documented["result"]["tools"][0].clone();
+    documented_tool.as_object_mut().unwrap().remove("title");
+    assert_same_shape(&documented_tool, weather, "");
+    assert_eq!(
+        weather["annotations"],
+        json!({"readOnlyHint": true, "openWorldHint": true})
+    );
+    let book = ours["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "book_table")
+        .unwrap();
+    assert_eq!(
+        book["annotations"],
+        json!({"readOnlyHint": false, "openWorldHint": false})
+    );
+}
