@@ -1,11 +1,15 @@
-//! The first thing to run: three tools of different trust, one registry, and what
-//! happens to well-formed, unknown and malformed calls.
+//! The first thing to run: three tools of different trust, one conversation with a
+//! scripted model, what the gate did with every call (well-formed, unknown, malformed),
+//! and the prompt the model saw.
 //!
 //! `cargo run --example quickstart`
 
 use std::fmt;
 
-use tooltrust::{CallOutcome, Id, Scope, ScopeError, Session, ToolCall, tool, tools};
+use tooltrust::{
+    Agent, CallOutcome, CallResult, ChatMessage, Id, Instruction, Message, ScriptedModel, Sender,
+    Session, tool, tools,
+};
 
 /// Returns the refund policy that support agents must follow.
 #[tool(trusted, instruction, read_only)]
@@ -64,72 +68,97 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "  {:<14} trust={:<9} output={:<11} effects={:<13} {}",
             entry.name, entry.trust, entry.output, entry.effects, entry.description
         );
-        println!("  {:<14} schema={}", "", entry.schema);
     }
 
-    // One session (key, gate, recorder) and one scope of agent work.
+    // One session (secret key, gate policy, recorder) and one scope of agent work.
     let session = Session::builder(registry).build()?;
-    let scope = session.open_scope(Id::new("support-agent")?)?;
+    let agent = Agent::new(
+        session.open_scope(Id::new("support-agent")?)?,
+        vec![Instruction::new("You are Acme's support agent.")],
+    );
 
-    println!("\n== calls");
-    let calls = [
-        ("refund_policy", r#"{"product": "kettle"}"#),
-        (
+    // A scripted model stands in for an LLM: it asks for these calls, in this order.
+    let model = ScriptedModel::new()
+        .call("refund_policy", r#"{"product": "kettle"}"#)
+        .call(
             "send_email",
             r#"{"to": "ann@example.com", "body": "Your refund is on its way."}"#,
-        ),
-        ("fetch_page", r#"{"url": "https://shop.example/reviews"}"#),
-        ("fetch_page", r#"{"url": "ftp://shop.example"}"#),
-        (
+        )
+        .call("fetch_page", r#"{"url": "https://shop.example/reviews"}"#)
+        .call(
             "send_email",
             r#"{"to": "ann@example.com", "body": "Refund sent to IBAN X."}"#,
-        ),
-        ("delete_account", r#"{"user": "ann"}"#),
-        ("refund_policy", r#"{"product": 42}"#),
-        (
+        )
+        .call("delete_account", r#"{"user": "ann"}"#)
+        .call("refund_policy", r#"{"product": 42}"#)
+        .call(
             "send_email",
             r#"{"to": "a@example.com", "to": "b@example.com", "body": "x"}"#,
-        ),
-        ("fetch_page", r#"{"url": "https://a.example""#),
-    ];
-    for (tool, args) in calls {
-        println!("\n> {tool}({args})   [scope {:?}]", scope.taint()?);
-        run(&scope, tool, args)?;
-    }
-
-    println!("\n== the scope's rendered context\n{}", scope.context()?);
-    Ok(())
-}
-
-fn run(scope: &Scope, tool: &str, args: &str) -> Result<(), ScopeError> {
-    let call = match ToolCall::from_model(tool, args) {
-        Ok(call) => call,
-        Err(error) => {
-            println!("  refused before anything ran: {error}");
-            return Ok(());
-        }
+        )
+        .call("fetch_page", r#"{"url": "https://a.example""#)
+        .answer("Refunds take 30 days; your refund email is waiting for review.");
+    let message = Message {
+        id: "m1".into(),
+        sender: Sender::Principal,
+        from: "Ann".into(),
+        created_at: None,
+        content: "I want a refund for my kettle.".into(),
     };
-    println!("  checksum {}", call.checksum());
-    match pollster::block_on(scope.call(call))? {
-        CallOutcome::Ran { output, .. } => {
-            let status = if output.failed { "tool error" } else { "ran" };
-            println!(
-                "  {status}: trust={} output={}: {}",
+    let transcript = pollster::block_on(agent.run(&model, &message))?;
+
+    println!("\n== decisions (checksummed, then gated, before anything ran)");
+    for (requested, result) in &transcript.calls {
+        println!("> {}({})", requested.name, requested.arguments);
+        let line = match result {
+            CallResult::Malformed(error) => format!("refused before anything ran: {error}"),
+            CallResult::Outcome(CallOutcome::Ran { output, .. }) => format!(
+                "{}: trust={} output={}: {}",
+                if output.failed { "tool error" } else { "ran" },
                 output.trust,
                 output.output,
                 output.content.to_text()
-            );
-        }
-        CallOutcome::Denied(decision) => {
-            println!("  denied by {}: {}", decision.rule, decision.reason)
-        }
-        CallOutcome::Pending { decision, .. } => {
-            println!(
-                "  held for review by {}: {}",
-                decision.rule, decision.reason
-            )
-        }
-        CallOutcome::Invalid { error, .. } => println!("  not run: {error}"),
+            ),
+            CallResult::Outcome(CallOutcome::Denied(decision)) => {
+                format!("denied by {}: {}", decision.rule, decision.reason)
+            }
+            CallResult::Outcome(CallOutcome::Pending { decision, .. }) => {
+                format!("held for review by {}: {}", decision.rule, decision.reason)
+            }
+            CallResult::Outcome(CallOutcome::Invalid { error, .. }) => format!("not run: {error}"),
+        };
+        println!("  {line}");
     }
+
+    println!("\n== the prompt the model saw last (system text, then the conversation)");
+    println!("[system]\n{}\n", agent.system()?);
+    for message in &transcript.messages {
+        match message {
+            ChatMessage::User { content } => println!("[user]\n{content}\n"),
+            ChatMessage::Assistant {
+                content,
+                tool_calls,
+            } => {
+                let calls: Vec<String> = tool_calls
+                    .iter()
+                    .map(|c| format!("{}({})", c.name, c.arguments))
+                    .collect();
+                println!(
+                    "[assistant] {} {}\n",
+                    content.as_deref().unwrap_or(""),
+                    calls.join(", ")
+                );
+            }
+            ChatMessage::Tool { name, content, .. } => println!("[tool {name}]\n{content}\n"),
+        }
+    }
+    println!(
+        "== answer: {}",
+        transcript.answer.as_deref().unwrap_or_default()
+    );
+    println!(
+        "== scope taint: {:?}; calls held for review: {}",
+        agent.scope().taint()?,
+        transcript.pending().len()
+    );
     Ok(())
 }
