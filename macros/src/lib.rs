@@ -3,9 +3,9 @@
 //! Use them through the `tooltrust` crate, which re-exports both; generated code names
 //! nothing but `::tooltrust::__private::…`.
 //!
-//! Pipeline, as in serde_derive and thiserror: [`attr`] parses the attribute, [`ast`]
-//! models the function, [`check`] applies the cross-cutting rules and collects every
-//! error, [`expand`] generates the code. On error the function is still emitted, so IDEs
+//! Pipeline, as in serde_derive and thiserror: `attr` parses the attribute, `ast`
+//! models the function, `check` applies the cross-cutting rules and collects every
+//! error, `expand` generates the code. On error the function is still emitted, so IDEs
 //! keep working.
 
 mod ast;

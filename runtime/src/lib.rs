@@ -97,6 +97,11 @@ pub use tooltrust_macros::tool;
 /// time: `tools![refund_policy, fetch_page]` returns `Result<Registry, RegistryError>`.
 pub use tooltrust_macros::tools;
 
+/// The README's code compiles and runs as a doctest, so the README cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
 /// What generated code names. Not a public API: it may change in any release.
 #[doc(hidden)]
 pub mod __private {

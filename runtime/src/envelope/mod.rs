@@ -3,9 +3,9 @@
 //!
 //! Three layers, and which guarantee comes from which:
 //! - **Parser layer** (exact): a body never contains its own live closer (refused in both
-//!   modes), so [`parse`] recovers exactly the blocks [`Renderer`] rendered.
+//!   modes), so [`parse()`] recovers exactly the blocks [`Renderer`] rendered.
 //! - **Model layer** (probabilistic): in sealed mode every data body is
-//!   [`neutralise`]d, so nothing inside reads as our tags to a model, and the
+//!   [`neutralise()`]d, so nothing inside reads as our tags to a model, and the
 //!   [`STANDING_EXPLANATION`] tells the model how envelopes work. Compat mode keeps the
 //!   reference's weaknesses here: it neutralises only `<system_instructions` in message
 //!   bodies, and its nonces are public (a fetched page knows its own URL, so it can
