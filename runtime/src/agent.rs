@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::block::Instruction;
-use crate::call::ToolCall;
+use crate::call::{CallError, ToolCall};
 use crate::envelope::STANDING_EXPLANATION;
 use crate::id::Id;
 use crate::record::Message;
@@ -59,6 +59,19 @@ pub struct ModelToolCall {
     pub arguments: String,
 }
 
+impl ModelToolCall {
+    /// The checksummed call, under the provider's id when it is a valid [`Id`] and a fresh
+    /// one otherwise (the provider's id still answers the call). Arguments that are not an
+    /// acceptable JSON object make an error call, never a panic.
+    pub fn to_call(&self) -> Result<ToolCall, CallError> {
+        if Id::new(self.id.as_str()).is_ok() {
+            ToolCall::from_model_with_id(&self.id, self.name.as_str(), &self.arguments)
+        } else {
+            ToolCall::from_model(self.name.as_str(), &self.arguments)
+        }
+    }
+}
+
 /// What the model answers.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct AssistantMessage {
@@ -66,6 +79,13 @@ pub struct AssistantMessage {
     pub content: Option<String>,
     /// The calls it asks for; none means the model has answered.
     pub tool_calls: Vec<ModelToolCall>,
+}
+
+impl AssistantMessage {
+    /// The calls it asks for, checksummed, in order.
+    pub fn calls(&self) -> Vec<Result<ToolCall, CallError>> {
+        self.tool_calls.iter().map(ModelToolCall::to_call).collect()
+    }
 }
 
 /// What the model is given each turn.
@@ -298,15 +318,7 @@ impl Agent {
     /// Checksums, gates and runs one requested call; returns what became of it and the
     /// text the model is shown.
     async fn answer(&self, requested: &ModelToolCall) -> Result<(CallResult, String), ScopeError> {
-        let parsed = match Id::new(requested.id.as_str()) {
-            Ok(_) => ToolCall::from_model_with_id(
-                &requested.id,
-                requested.name.as_str(),
-                &requested.arguments,
-            ),
-            // A provider id that cannot be an id keeps the call answerable under its own id.
-            Err(_) => ToolCall::from_model(requested.name.as_str(), &requested.arguments),
-        };
+        let parsed = requested.to_call();
         let call = match parsed {
             Ok(call) => call,
             Err(error) => {

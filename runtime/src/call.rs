@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::canonical::{
-    JsonError, Order, Sink, emit_canonical, emit_object, emit_string, parse_strict,
+    JsonError, Order, Sink, emit_canonical, emit_object, emit_string, parse_strict, type_name,
 };
 use crate::id::{Id, IdError, hex};
 
@@ -319,16 +319,5 @@ impl Sink for Hashing {
             }
             None => self.spill(&[byte]),
         }
-    }
-}
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }

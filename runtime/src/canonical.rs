@@ -290,6 +290,18 @@ fn escape_mask(word: [u8; 8]) -> u64 {
         & HIGHS
 }
 
+/// How an error message names a JSON value's type ("an object", "a string"…).
+pub(crate) fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// Why a JSON text was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JsonError {

@@ -55,50 +55,11 @@ pub enum Event {
         tool: String,
     },
     /// The gate allowed a call.
-    CallAllowed {
-        /// The scope.
-        scope: Id,
-        /// The call.
-        call: Id,
-        /// The tool.
-        tool: String,
-        /// The call's checksum.
-        checksum: Checksum,
-        /// The rule that decided.
-        rule: String,
-        /// Why.
-        reason: String,
-    },
+    CallAllowed(CallDecision),
     /// The gate denied a call (or a review rejected it).
-    CallDenied {
-        /// The scope.
-        scope: Id,
-        /// The call.
-        call: Id,
-        /// The tool.
-        tool: String,
-        /// The call's checksum.
-        checksum: Checksum,
-        /// The rule that decided.
-        rule: String,
-        /// Why.
-        reason: String,
-    },
+    CallDenied(CallDecision),
     /// The gate sent a call to review; it runs only after approval.
-    CallSentToReview {
-        /// The scope.
-        scope: Id,
-        /// The call.
-        call: Id,
-        /// The tool.
-        tool: String,
-        /// The call's checksum.
-        checksum: Checksum,
-        /// The rule that decided.
-        rule: String,
-        /// Why.
-        reason: String,
-    },
+    CallSentToReview(CallDecision),
     /// An allowed call ran.
     CallExecuted {
         /// The scope.
@@ -187,6 +148,23 @@ pub enum Event {
         /// How many data keys were rewrapped.
         rewrapped: u64,
     },
+}
+
+/// A gate decision on one call, as the three call events record it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CallDecision {
+    /// The scope.
+    pub scope: Id,
+    /// The call.
+    pub call: Id,
+    /// The tool.
+    pub tool: String,
+    /// The call's checksum.
+    pub checksum: Checksum,
+    /// The rule that decided.
+    pub rule: String,
+    /// Why.
+    pub reason: String,
 }
 
 /// Why an event could not be recorded.

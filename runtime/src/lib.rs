@@ -72,7 +72,7 @@ pub use content::{
     SourceTier,
 };
 pub use envelope::{Mode, RenderError, Rendered, Renderer, STANDING_EXPLANATION};
-pub use event::{Event, MemoryRecorder, RecordError, Recorder};
+pub use event::{CallDecision, Event, MemoryRecorder, RecordError, Recorder};
 pub use gate::{ArgumentFromTrustedBlock, Decision, GateContext, Policy, Rule, Ruling, Taint};
 pub use id::{Id, IdError};
 pub use nonce::{KeyError, SessionKey};

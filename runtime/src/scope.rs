@@ -9,7 +9,7 @@ use crate::block::{Block, Instruction};
 use crate::call::ToolCall;
 use crate::content::RetrievedRecord;
 use crate::envelope::{RenderError, Rendered};
-use crate::event::{Event, RecordError};
+use crate::event::{CallDecision, Event, RecordError};
 use crate::gate::{Decision, GateContext, Ruling, Taint};
 use crate::id::Id;
 use crate::quarantine::{Exit, QuarantineError, QuarantineHandle, QuarantineStatus};
@@ -179,31 +179,27 @@ impl Scope {
     /// untrusted otherwise.
     pub fn add_retrieved(&self, records: &[RetrievedRecord]) -> Result<Id, ScopeError> {
         let rendered = self.session.renderer().retrieved(records)?;
-        let text = records
-            .iter()
-            .map(|record| record.content.as_str())
-            .collect::<Vec<_>>()
-            .join("\n\n");
-        self.push(
-            Block::data(Id::random(), rendered.trust, text),
-            rendered,
-            "retrieved",
-        )
+        let texts = records.iter().map(|record| record.content.as_str());
+        self.push_joined(rendered, texts, "retrieved")
     }
 
     /// Adds memories as one untrusted block (memories may hold what outsiders once wrote).
     pub fn add_memories(&self, memories: &[Memory]) -> Result<Id, ScopeError> {
         let rendered = self.session.renderer().memories(memories)?;
-        let text = memories
-            .iter()
-            .map(|memory| memory.content.as_str())
-            .collect::<Vec<_>>()
-            .join("\n\n");
-        self.push(
-            Block::data(Id::random(), rendered.trust, text),
-            rendered,
-            "memories",
-        )
+        let texts = memories.iter().map(|memory| memory.content.as_str());
+        self.push_joined(rendered, texts, "memories")
+    }
+
+    /// Adds one data block holding `texts`, rendered together as `rendered`.
+    fn push_joined<'a>(
+        &self,
+        rendered: Rendered,
+        texts: impl Iterator<Item = &'a str>,
+        source: &str,
+    ) -> Result<Id, ScopeError> {
+        let text = texts.collect::<Vec<_>>().join("\n\n");
+        let block = Block::data(Id::random(), rendered.trust, text);
+        self.push(block, rendered, source)
     }
 
     /// Adds a replayed reasoning trace, as untrusted data.
@@ -281,41 +277,12 @@ impl Scope {
                 .collect();
             (decision, lineage)
         };
-        let (id, tool, checksum) = (call.id().clone(), call.tool().to_owned(), call.checksum());
-        let (rule, reason) = (decision.rule.clone(), decision.reason.clone());
-        let scope = self.id.clone();
+        self.record_decision(&call, &decision)?;
         match decision.ruling {
-            Ruling::Allow => {
-                self.session.record(&Event::CallAllowed {
-                    scope,
-                    call: id,
-                    tool,
-                    checksum,
-                    rule,
-                    reason,
-                })?;
-                self.execute(call, lineage).await
-            }
-            Ruling::Deny => {
-                self.session.record(&Event::CallDenied {
-                    scope,
-                    call: id,
-                    tool,
-                    checksum,
-                    rule,
-                    reason,
-                })?;
-                Ok(CallOutcome::Denied(decision))
-            }
+            Ruling::Allow => self.execute(call, lineage).await,
+            Ruling::Deny => Ok(CallOutcome::Denied(decision)),
             Ruling::NeedsReview => {
-                self.session.record(&Event::CallSentToReview {
-                    scope,
-                    call: id.clone(),
-                    tool,
-                    checksum,
-                    rule,
-                    reason,
-                })?;
+                let id = call.id().clone();
                 self.session.state().pending.insert(
                     id.clone(),
                     Pending {
@@ -354,30 +321,36 @@ impl Scope {
                     "review",
                     format!("a review rejected the call ({})", decision.reason),
                 );
-                self.session.record(&Event::CallDenied {
-                    scope: self.id.clone(),
-                    call: call.id().clone(),
-                    tool: call.tool().to_owned(),
-                    checksum: call.checksum(),
-                    rule: decision.rule.clone(),
-                    reason: decision.reason.clone(),
-                })?;
+                self.record_decision(&call, &decision)?;
                 Ok(CallOutcome::Denied(decision))
             }
             PendingStatus::Approved => {
-                self.session.record(&Event::CallAllowed {
-                    scope: self.id.clone(),
-                    call: call.id().clone(),
-                    tool: call.tool().to_owned(),
-                    checksum: call.checksum(),
-                    rule: "review".to_owned(),
-                    reason: "a judge approved the call".to_owned(),
-                })?;
+                self.record_decision(
+                    &call,
+                    &Decision::allow("review", "a judge approved the call"),
+                )?;
                 let lineage =
                     self.with_state(|scope| scope.blocks.iter().map(|b| b.id().clone()).collect())?;
                 self.execute(call, lineage).await
             }
         }
+    }
+
+    /// Records a decision on `call` as the event of its ruling.
+    fn record_decision(&self, call: &ToolCall, decision: &Decision) -> Result<(), ScopeError> {
+        let record = CallDecision {
+            scope: self.id.clone(),
+            call: call.id().clone(),
+            tool: call.tool().to_owned(),
+            checksum: call.checksum(),
+            rule: decision.rule.clone(),
+            reason: decision.reason.clone(),
+        };
+        self.session.record(&match decision.ruling {
+            Ruling::Allow => Event::CallAllowed(record),
+            Ruling::Deny => Event::CallDenied(record),
+            Ruling::NeedsReview => Event::CallSentToReview(record),
+        })
     }
 
     /// Runs an allowed call and adds its rendered output to the context.

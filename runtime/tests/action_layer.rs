@@ -155,16 +155,14 @@ fn untrusted_content_taints_and_consequential_calls_then_need_review() {
             |e| matches!(e, Event::TaintAssigned { source, .. } if source == "tool:fetch_page")
         )
     );
-    assert!(events.iter().any(|e| matches!(e, Event::CallSentToReview { rule, tool, .. } if rule == "tainted-consequential" && tool == "send_email")));
+    assert!(events.iter().any(|e| matches!(e, Event::CallSentToReview(d) if d.rule == "tainted-consequential" && d.tool == "send_email")));
     // Every decision is recorded with its reason.
     let decisions = events
         .iter()
         .filter(|e| {
             matches!(
                 e,
-                Event::CallAllowed { .. }
-                    | Event::CallDenied { .. }
-                    | Event::CallSentToReview { .. }
+                Event::CallAllowed(_) | Event::CallDenied(_) | Event::CallSentToReview(_)
             )
         })
         .count();
@@ -233,7 +231,7 @@ fn a_live_nonce_in_any_argument_is_denied() {
         recorder
             .events()
             .iter()
-            .any(|e| matches!(e, Event::CallDenied { rule, .. } if rule == "nonce-leak"))
+            .any(|e| matches!(e, Event::CallDenied(d) if d.rule == "nonce-leak"))
     );
     assert_eq!(SENT.load(Ordering::SeqCst), before);
 }

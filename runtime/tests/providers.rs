@@ -137,10 +137,7 @@ fn openai_tool_calls_are_checksummed_as_written() {
     assert_eq!(message.content, None);
     assert_eq!(message.tool_calls.len(), 2);
     assert_eq!(message.tool_calls[0].id, "call_abc123");
-    let calls: Vec<ToolCall> = openai::tool_calls(&message)
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let calls: Vec<ToolCall> = message.calls().into_iter().map(Result::unwrap).collect();
     assert_eq!(
         calls[0].canonical(),
         r#"{"args":{"location":"Boston, MA"},"tool":"get_current_weather"}"#
@@ -161,7 +158,7 @@ fn openai_tool_calls_are_checksummed_as_written() {
 #[test]
 fn openai_bad_arguments_are_error_calls() {
     let message = openai::parse_response(&fixture("openai_response_bad_arguments.json")).unwrap();
-    let calls = openai::tool_calls(&message);
+    let calls = message.calls();
     assert!(
         matches!(&calls[0], Err(error) if matches!(error.reason, CallErrorReason::Json(JsonError::Syntax { .. })))
     );
@@ -272,10 +269,7 @@ fn anthropic_tool_use_is_checksummed() {
         message.content.as_deref(),
         Some("I'll check the current weather in San Francisco for you.")
     );
-    let calls: Vec<ToolCall> = anthropic::tool_calls(&message)
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let calls: Vec<ToolCall> = message.calls().into_iter().map(Result::unwrap).collect();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].id().as_str(), "toolu_01A09q90qw90lq917835lq9");
     assert_eq!(

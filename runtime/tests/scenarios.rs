@@ -394,9 +394,8 @@ fn every_injection_is_stopped_before_a_consequential_call_runs() {
         let events = run.recorder.events();
         assert!(events.iter().any(|e| matches!(e, Event::TaintAssigned { source, .. } if source == &format!("tool:{reader}"))));
         let decided = events.iter().any(|e| match e {
-            Event::CallDenied { rule, reason, .. }
-            | Event::CallSentToReview { rule, reason, .. } => {
-                rule == expected && !reason.is_empty()
+            Event::CallDenied(decision) | Event::CallSentToReview(decision) => {
+                decision.rule == expected && !decision.reason.is_empty()
             }
             _ => false,
         });

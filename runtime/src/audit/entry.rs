@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::call::Checksum;
-use crate::canonical::{JsonError, canonical_json, parse_strict, write_canonical};
+use crate::canonical::{JsonError, canonical_json, parse_strict, type_name, write_canonical};
 use crate::id::{self, IdError};
 
 /// The `prev` of the first entry: 64 zeros.
@@ -241,17 +241,6 @@ fn missing(found: Option<&Value>, name: &str, wanted: &str) -> LineFault {
             "\"{name}\" must be {wanted}, not {}",
             type_name(value)
         )),
-    }
-}
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -5,7 +5,6 @@ use serde_json::{Value, json};
 
 use super::{ProviderError, array_at, string_at};
 use crate::agent::{AssistantMessage, ChatMessage, ModelRequest, ModelToolCall};
-use crate::call::{CallError, ToolCall};
 use crate::canonical::{canonical_json, parse_strict};
 use crate::registry::CatalogEntry;
 
@@ -126,15 +125,6 @@ pub fn parse_response(body: &str) -> Result<AssistantMessage, ProviderError> {
         content: (!text.is_empty()).then(|| text.concat()),
         tool_calls,
     })
-}
-
-/// The calls of a response as checksummed [`ToolCall`]s, in order.
-pub fn tool_calls(message: &AssistantMessage) -> Vec<Result<ToolCall, CallError>> {
-    message
-        .tool_calls
-        .iter()
-        .map(|call| ToolCall::from_model_with_id(&call.id, call.name.as_str(), &call.arguments))
-        .collect()
 }
 
 /// A `tool_result` block answering `tool_use_id` with `content`.

@@ -5,7 +5,6 @@ use serde_json::{Value, json};
 
 use super::{ProviderError, array_at, string_at};
 use crate::agent::{AssistantMessage, ChatMessage, ModelRequest, ModelToolCall};
-use crate::call::{CallError, ToolCall};
 use crate::canonical::parse_strict;
 use crate::registry::CatalogEntry;
 
@@ -116,16 +115,6 @@ pub fn parse_assistant_message(message: &Value) -> Result<AssistantMessage, Prov
         content,
         tool_calls,
     })
-}
-
-/// The calls of an assistant message as checksummed [`ToolCall`]s, in order; a call
-/// whose arguments are not an acceptable JSON object is an error call, never a panic.
-pub fn tool_calls(message: &AssistantMessage) -> Vec<Result<ToolCall, CallError>> {
-    message
-        .tool_calls
-        .iter()
-        .map(|call| ToolCall::from_model_with_id(&call.id, call.name.as_str(), &call.arguments))
-        .collect()
 }
 
 /// A `tool` role message answering `call_id` with `content` (an envelope, or the gate's
