@@ -20,6 +20,7 @@ use serde_json::{Map, Value};
 use crate::block::Block;
 use crate::call::ToolCall;
 use crate::id::Id;
+use crate::registry::Registry;
 use crate::tool::{Effects, ToolSpec, Trust};
 
 /// A scope's taint level.
@@ -87,8 +88,8 @@ impl Decision {
 pub struct GateContext<'a> {
     /// The call, already parsed and checksummed.
     pub call: &'a ToolCall,
-    /// The tool's declared metadata; `None` for a tool the registry does not hold.
-    pub spec: Option<ToolSpec>,
+    /// The agent's tools.
+    pub registry: &'a Registry,
     /// The scope making the call.
     pub scope: &'a Id,
     /// The scope's taint.
@@ -97,6 +98,13 @@ pub struct GateContext<'a> {
     pub is_child: bool,
     /// The blocks of the scope's context.
     pub blocks: &'a [Block],
+}
+
+impl GateContext<'_> {
+    /// The called tool's declared metadata; `None` for a tool the registry does not hold.
+    pub fn spec(&self) -> Option<ToolSpec> {
+        self.registry.spec(self.call.tool()).ok()
+    }
 }
 
 /// A developer's rule, consulted after the invariant rules and before the defaults.
@@ -202,11 +210,10 @@ impl Policy {
 
     /// Decides on a call. Deterministic: the same context gives the same decision.
     pub fn decide(&self, cx: &GateContext<'_>, nonces: &NonceIndex) -> Decision {
-        let Some(spec) = cx.spec else {
-            return Decision::deny(
-                "unknown-tool",
-                format!("`{}` is not a tool of this agent", cx.call.tool()),
-            );
+        let spec = match cx.registry.spec(cx.call.tool()) {
+            Ok(spec) => spec,
+            // The error names the tools the agent does have.
+            Err(unknown) => return Decision::deny("unknown-tool", unknown.to_string()),
         };
         if let Some(nonce) = nonces.find_in_args(cx.call.args()) {
             let shown = nonce.get(..8).unwrap_or(nonce);

@@ -263,7 +263,7 @@ impl Scope {
                 .ok_or_else(|| ScopeError::UnknownScope(self.id.clone()))?;
             let cx = GateContext {
                 call: &call,
-                spec: self.session.registry().spec(call.tool()).ok(),
+                registry: self.session.registry(),
                 scope: &self.id,
                 taint: scope.taint,
                 is_child: scope.parent.is_some(),

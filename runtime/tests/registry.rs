@@ -228,7 +228,14 @@ fn unknown_tool_is_an_error_listing_the_available_tools() {
     );
     // The gate never lets it through.
     match dispatch(registry(), "delete_account", "{}").map_err(|outcome| *outcome) {
-        Err(CallOutcome::Denied(decision)) => assert_eq!(decision.rule, "unknown-tool"),
+        Err(CallOutcome::Denied(decision)) => {
+            assert_eq!(decision.rule, "unknown-tool");
+            assert!(
+                decision
+                    .reason
+                    .contains("available tools: export, fetch_page")
+            );
+        }
         other => panic!("expected a denial, got {other:?}"),
     }
 }
