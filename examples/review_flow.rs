@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use tooltrust::quarantine::{EncryptedStore, Kek};
 use tooltrust::review::VerdictFuture;
 use tooltrust::{
     Event, Exit, Handoff, Id, Material, MemoryRecorder, Reviewer, RuleJudge, Scope, Session, Taint,
@@ -41,8 +42,13 @@ impl Reviewer for PriceReviewer {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let recorder = Arc::new(MemoryRecorder::new());
+    // Quarantined output is encrypted at rest: one data key per copy, wrapped by a
+    // key-encryption key the host keeps elsewhere (a KMS, say); never stored beside it.
+    let vault = std::env::temp_dir().join(format!("tooltrust-review-flow-{}", std::process::id()));
+    let store = EncryptedStore::new(&vault, Kek::generate()?)?;
     let session = Session::builder(tools![read_price_list]?)
         .recorder(recorder.clone())
+        .quarantine_store(Arc::new(store))
         .build()?;
     let parent = session.open_scope(Id::new("buyer-agent")?)?;
 
@@ -65,6 +71,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     parent.add_handle(&handle)?;
     println!("\nparent context:\n{}\n", parent.context()?);
+    let at_rest: Vec<String> = std::fs::read_dir(&vault)?
+        .filter_map(|entry| {
+            entry
+                .ok()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+        })
+        .collect();
+    println!("encrypted at rest in {}: {at_rest:?}", vault.display());
 
     // The child's author cannot review its own work.
     let denied = session.open_review(
