@@ -341,9 +341,12 @@ impl Agent {
             }
         };
         let outcome = self.scope.call(call).await?;
-        let shown = match &outcome {
+        let decision = match &outcome {
             CallOutcome::Ran { block, .. } | CallOutcome::Invalid { block, .. } => {
-                rendered_block(&self.scope, block)?
+                return Ok((
+                    CallResult::Outcome(outcome.clone()),
+                    rendered_block(&self.scope, block)?,
+                ));
             }
             CallOutcome::Denied(decision) => format!(
                 "The call was denied by the gate ({}): {}",
@@ -354,6 +357,15 @@ impl Agent {
                 decision.rule, decision.reason
             ),
         };
+        // The decision quotes what the model asked for (a tool name, say), so it is shown
+        // enveloped as data; it is not evidence about the world, so it taints nothing and
+        // no rule treats it as a trusted source.
+        let shown = self
+            .scope
+            .session()
+            .renderer()
+            .data(Trust::Untrusted, "gate-decision", &Id::random(), &decision)?
+            .text;
         Ok((CallResult::Outcome(outcome), shown))
     }
 }
