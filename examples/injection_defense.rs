@@ -179,6 +179,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 format!("HELD FOR REVIEW by {}: {}", decision.rule, decision.reason)
             }
             CallResult::Outcome(CallOutcome::Invalid { error, .. }) => format!("invalid: {error}"),
+            CallResult::Outcome(CallOutcome::Withheld { error, .. }) => {
+                format!("output withheld: {error}")
+            }
             CallResult::Malformed(error) => format!("refused: {error}"),
         };
         println!("  {} {}  ->  {what}", requested.name, requested.arguments);

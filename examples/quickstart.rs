@@ -125,6 +125,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 format!("held for review by {}: {}", decision.rule, decision.reason)
             }
             CallResult::Outcome(CallOutcome::Invalid { error, .. }) => format!("not run: {error}"),
+            CallResult::Outcome(CallOutcome::Withheld { error, .. }) => {
+                format!("output withheld: {error}")
+            }
         };
         println!("  {line}");
     }

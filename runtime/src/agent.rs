@@ -17,7 +17,6 @@ use crate::id::Id;
 use crate::record::Message;
 use crate::registry::CatalogEntry;
 use crate::scope::{CallOutcome, Scope, ScopeError};
-use crate::tool::Trust;
 
 /// One message of a provider-neutral chat.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -322,64 +321,34 @@ impl Agent {
         let call = match parsed {
             Ok(call) => call,
             Err(error) => {
-                // The message quotes the model's text: render it as untrusted data.
                 let text = error.to_string();
-                let id = Id::random();
-                let rendered = self.scope.session().renderer().data(
-                    Trust::Untrusted,
-                    "call-refused",
-                    &id,
-                    &text,
-                )?;
-                let shown = rendered.text.clone();
-                self.scope.push(
-                    crate::block::Block::data(id, Trust::Untrusted, text.clone()),
-                    rendered,
-                    "call-refused",
-                )?;
+                let shown = self.scope.note("call-refused", &text)?;
                 return Ok((CallResult::Malformed(text), shown));
             }
         };
         let outcome = self.scope.call(call).await?;
-        let decision = match &outcome {
-            CallOutcome::Ran { block, .. } | CallOutcome::Invalid { block, .. } => {
-                return Ok((
-                    CallResult::Outcome(outcome.clone()),
-                    rendered_block(&self.scope, block)?,
-                ));
-            }
-            CallOutcome::Denied(decision) => format!(
-                "The call was denied by the gate ({}): {}",
-                decision.rule, decision.reason
-            ),
-            CallOutcome::Pending { id, decision } => format!(
-                "The call is held for review as {id} ({}): {}. It runs only if a reviewer approves it; do not retry it.",
-                decision.rule, decision.reason
-            ),
+        let shown = match &outcome {
+            CallOutcome::Ran { block, .. } => self.scope.rendered_of(block)?.unwrap_or_default(),
+            CallOutcome::Invalid { note, .. } | CallOutcome::Withheld { note, .. } => note.clone(),
+            CallOutcome::Denied(decision) => self.scope.note(
+                "gate-decision",
+                &format!(
+                    "The call was denied by the gate ({}): {}",
+                    decision.rule, decision.reason
+                ),
+            )?,
+            CallOutcome::Pending { id, decision } => self.scope.note(
+                "gate-decision",
+                &format!(
+                    "The call is held for review as {id} ({}): {}. It runs only if a reviewer approves it; do not retry it.",
+                    decision.rule, decision.reason
+                ),
+            )?,
         };
-        // The decision quotes what the model asked for (a tool name, say), so it is shown
-        // enveloped as data; it is not evidence about the world, so it taints nothing and
-        // no rule treats it as a trusted source.
-        let shown = self
-            .scope
-            .session()
-            .renderer()
-            .data(Trust::Untrusted, "gate-decision", &Id::random(), &decision)?
-            .text;
         Ok((CallResult::Outcome(outcome), shown))
     }
 }
 
 fn last_rendered(scope: &Scope) -> Result<String, ScopeError> {
     Ok(scope.rendered_blocks()?.pop().unwrap_or_default())
-}
-
-fn rendered_block(scope: &Scope, block: &Id) -> Result<String, ScopeError> {
-    let blocks = scope.blocks()?;
-    let rendered = scope.rendered_blocks()?;
-    Ok(blocks
-        .iter()
-        .position(|candidate| candidate.id() == block)
-        .and_then(|at| rendered.get(at).cloned())
-        .unwrap_or_default())
 }

@@ -8,14 +8,13 @@
 
 use std::borrow::Cow;
 
-use crate::content::Content;
 use crate::id::Id;
-use crate::registry::ToolOutput;
 use crate::tool::{OutputKind, Trust};
 
 /// Text that carries the developer's authority. It can only come from the developer's
-/// own code (a `&'static str`, e.g. a literal or `include_str!`) or from a tool declared
-/// `trusted, instruction`; there is no way to make one from other run-time text.
+/// own code (a `&'static str`, e.g. a literal or `include_str!`); there is no way to make
+/// one from run-time text. (A `trusted, instruction` tool's output carries its authority
+/// in its own envelope, `output="instruction"`, rendered from the registry's declaration.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instruction(Cow<'static, str>);
 
@@ -28,21 +27,6 @@ impl Instruction {
     /// Instruction text from reference vectors, which are the developer's own test data.
     pub(crate) fn developer_authored(text: impl Into<String>) -> Self {
         Instruction(Cow::Owned(text.into()))
-    }
-
-    /// The output of a `trusted, instruction` tool, or `None` for any other output
-    /// (untrusted, data, failed, or outsider content).
-    pub fn from_tool_output(output: &ToolOutput) -> Option<Self> {
-        if output.trust != Trust::Trusted
-            || output.output != OutputKind::Instruction
-            || output.failed
-        {
-            return None;
-        }
-        match &output.content {
-            Content::Text(text) => Some(Instruction(Cow::Owned(text.clone()))),
-            _ => None,
-        }
     }
 
     /// The text.

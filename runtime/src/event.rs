@@ -44,7 +44,9 @@ pub enum Event {
         scope: Id,
         /// The block.
         block: Id,
-        /// What was changed.
+        /// How many changes there were in all.
+        total: usize,
+        /// The first few of them (a body can hold any number; the event stays small).
         findings: Vec<Finding>,
     },
     /// A tool result named a tool the registry does not hold; it was rendered untrusted.
@@ -148,6 +150,37 @@ pub enum Event {
         /// How many data keys were rewrapped.
         rewrapped: u64,
     },
+}
+
+/// How many findings a `Neutralised` event lists in full.
+pub const MAX_LISTED_FINDINGS: usize = 16;
+
+/// How much of a finding's matched text an event keeps.
+const MAX_MATCHED_CHARS: usize = 80;
+
+impl Event {
+    /// The `Neutralised` event for `findings` in `block`: the count, and the first
+    /// [`MAX_LISTED_FINDINGS`] with their matched text cut short, so that a page full of
+    /// forged tags cannot make the event too large to record.
+    pub fn neutralised(scope: &Id, block: &Id, findings: &[Finding]) -> Event {
+        Event::Neutralised {
+            scope: scope.clone(),
+            block: block.clone(),
+            total: findings.len(),
+            findings: findings
+                .iter()
+                .take(MAX_LISTED_FINDINGS)
+                .map(|finding| {
+                    let mut finding = finding.clone();
+                    if let Some((cut, _)) = finding.matched.char_indices().nth(MAX_MATCHED_CHARS) {
+                        finding.matched.truncate(cut);
+                        finding.matched.push('…');
+                    }
+                    finding
+                })
+                .collect(),
+        }
+    }
 }
 
 /// A gate decision on one call, as the three call events record it.

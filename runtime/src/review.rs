@@ -121,7 +121,7 @@ impl RuleJudge {
         }
     }
 
-    /// The verdict, computed synchronously.
+    /// The verdict, computed synchronously; each reviewer counts once.
     pub fn decide(&self, verdicts: &[ReviewerVerdict]) -> Verdict {
         if let Some(rejection) = verdicts.iter().find(|v| !v.verdict.approve) {
             return Verdict::reject(format!(
@@ -129,7 +129,10 @@ impl RuleJudge {
                 rejection.reviewer, rejection.verdict.reason
             ));
         }
-        let approvals = verdicts.len();
+        let mut approvers: Vec<&Id> = verdicts.iter().map(|v| &v.reviewer).collect();
+        approvers.sort_unstable();
+        approvers.dedup();
+        let approvals = approvers.len();
         if approvals < self.min_approvals {
             return Verdict::reject(format!(
                 "{approvals} approval(s), {} required",
@@ -183,6 +186,13 @@ pub enum ReviewError {
     /// A review needs at least one reviewer.
     #[error("a review needs at least one reviewer")]
     NoReviewer,
+    /// A reviewer is listed twice (one reviewer's verdict counts once).
+    #[error("reviewer {0} is listed twice")]
+    DuplicateReviewer(Id),
+    /// A review of the subject is already open or decided; verdicts never overwrite one
+    /// another.
+    #[error("{0} is already under review or decided")]
+    AlreadyReviewed(String),
     /// The review was already run.
     #[error("review {0} was already decided")]
     AlreadyDecided(Id),

@@ -8,7 +8,7 @@
 use crate::block::{Block, Instruction};
 use crate::call::ToolCall;
 use crate::content::RetrievedRecord;
-use crate::envelope::{RenderError, Rendered};
+use crate::envelope::{Mode, RenderError, Rendered};
 use crate::event::{CallDecision, Event, RecordError};
 use crate::gate::{Decision, GateContext, Ruling, Taint};
 use crate::id::Id;
@@ -16,7 +16,7 @@ use crate::quarantine::{Exit, QuarantineError, QuarantineHandle, QuarantineStatu
 use crate::record::{Memory, Message, Thought};
 use crate::registry::{DispatchError, ToolOutput};
 use crate::review::Material;
-use crate::session::{OutputState, Pending, PendingStatus, Session, custodian};
+use crate::session::{OutputState, Pending, PendingStatus, ScopeState, Session, State, custodian};
 use crate::tool::Trust;
 
 /// A handle on one scope of a [`Session`]. Clones refer to the same scope.
@@ -48,13 +48,22 @@ pub enum CallOutcome {
         /// Why it needs review.
         decision: Decision,
     },
-    /// The gate allowed it but its arguments did not match the tool's schema; the error
-    /// is in the context as untrusted data in `block`.
+    /// The gate allowed it but its arguments did not match the tool's schema; nothing ran.
     Invalid {
         /// What was wrong.
         error: DispatchError,
-        /// The block holding the rendered error.
-        block: Id,
+        /// The error as the model is shown it: an envelope (it quotes the model's values).
+        note: String,
+    },
+    /// The tool ran but its output was withheld: it holds its own envelope's live closer
+    /// (so the nonce leaked to whoever wrote it), and rendering it would end the block.
+    Withheld {
+        /// The tool's output, as it came back.
+        output: ToolOutput,
+        /// Why it was withheld.
+        error: RenderError,
+        /// What the model is shown instead: an envelope saying so.
+        note: String,
     },
 }
 
@@ -97,6 +106,9 @@ pub enum ScopeError {
     /// The output is not promoted (or unknown), so it cannot be released.
     #[error("quarantined output {0} is not approved for release")]
     NotReleasable(Id),
+    /// The scope has finished its work: nothing more enters it or runs in it.
+    #[error("scope {0} has finished")]
+    Finished(Id),
 }
 
 impl Scope {
@@ -139,11 +151,25 @@ impl Scope {
         self.with_state(|scope| scope.rendered.clone())
     }
 
-    /// Opens a child scope driven by `author`: clean, with its own context.
+    /// The rendered envelope of block `id`, if the context holds it.
+    pub fn rendered_of(&self, id: &Id) -> Result<Option<String>, ScopeError> {
+        self.with_state(|scope| {
+            scope
+                .blocks
+                .iter()
+                .position(|block| block.id() == id)
+                .and_then(|at| scope.rendered.get(at).cloned())
+        })
+    }
+
+    /// Opens a child scope driven by `author`, with its own context: clean, except that
+    /// a review scope's children are review scopes too.
     pub fn child(&self, author: Id) -> Result<Scope, ScopeError> {
-        self.with_state(|_| ())?;
-        self.session
-            .open(author, Some(self.id.clone()), Taint::Clean)
+        let taint = self.with_open_state(|scope| match scope.taint {
+            Taint::Review => Taint::Review,
+            Taint::Clean | Taint::Tainted => Taint::Clean,
+        })?;
+        self.session.open(author, Some(self.id.clone()), taint)
     }
 
     /// Adds the developer's instruction (`<system_instructions kind="developer-rules">`).
@@ -224,31 +250,53 @@ impl Scope {
                 QuarantineStatus::Rejected => "rejected",
             }
         );
-        let id = Id::random();
-        let rendered =
-            self.session
-                .renderer()
-                .data(Trust::Trusted, "quarantine-handle", &id, &text)?;
-        self.push(
-            Block::data(id, Trust::Trusted, text),
-            rendered,
-            "quarantine-handle",
-        )
+        self.push_data(Id::random(), Trust::Trusted, "quarantine-handle", text)
     }
 
     pub(crate) fn add_review_material(&self, material: &Material) -> Result<Id, ScopeError> {
-        let id = Id::random();
-        let rendered = self.session.renderer().data(
+        self.push_data(
+            Id::random(),
             Trust::Untrusted,
             "review-material",
-            &id,
-            &material.text,
-        )?;
-        self.push(
-            Block::data(id, Trust::Untrusted, material.text.clone()),
-            rendered,
-            "review-material",
+            material.text.clone(),
         )
+    }
+
+    /// Renders `text` as data of `trust` and `kind` and adds it as block `id`.
+    pub(crate) fn push_data(
+        &self,
+        id: Id,
+        trust: Trust,
+        kind: &str,
+        text: String,
+    ) -> Result<Id, ScopeError> {
+        let rendered = self.session.renderer().data(trust, kind, &id, &text)?;
+        self.push(Block::data(id, trust, text), rendered, kind)
+    }
+
+    /// Renders a note for the model that is not a block of the context: a gate decision,
+    /// a refused call. Notes quote the model's own requests (tool names, argument values),
+    /// so they are enveloped as data; they are not evidence about the world, so they taint
+    /// nothing, but their nonces are live like any other.
+    pub(crate) fn note(&self, kind: &str, text: &str) -> Result<String, ScopeError> {
+        let rendered = self
+            .session
+            .renderer()
+            .data(Trust::Untrusted, kind, &Id::random(), text)?;
+        let mut state = self.session.state();
+        let scope = state
+            .scopes
+            .get_mut(&self.id)
+            .ok_or_else(|| ScopeError::UnknownScope(self.id.clone()))?;
+        if !rendered.findings.is_empty() {
+            self.session.inner.recorder.record(&Event::neutralised(
+                &self.id,
+                &Id::random(),
+                &rendered.findings,
+            ))?;
+        }
+        self.register_nonces(scope, &rendered.nonces);
+        Ok(rendered.text)
     }
 
     /// Puts `call` to the gate and acts on its decision: runs the tool, records the
@@ -257,10 +305,12 @@ impl Scope {
     pub async fn call(&self, call: ToolCall) -> Result<CallOutcome, ScopeError> {
         let (decision, lineage) = {
             let state = self.session.state();
-            let scope = state
-                .scopes
-                .get(&self.id)
-                .ok_or_else(|| ScopeError::UnknownScope(self.id.clone()))?;
+            let scope = open_scope(&state, &self.id)?;
+            // The output will be block `call.id()`: a reused id is refused before the
+            // tool runs, not after.
+            if scope.blocks.iter().any(|block| block.id() == call.id()) {
+                return Err(ScopeError::DuplicateBlock(call.id().clone()));
+            }
             let cx = GateContext {
                 call: &call,
                 registry: self.session.registry(),
@@ -270,19 +320,16 @@ impl Scope {
                 blocks: &scope.blocks,
             };
             let decision = self.session.inner.policy.decide(&cx, &scope.nonces);
-            let lineage: Vec<Id> = scope
-                .blocks
-                .iter()
-                .map(|block| block.id().clone())
-                .collect();
-            (decision, lineage)
+            (decision, lineage_of(scope))
         };
         self.record_decision(&call, &decision)?;
         match decision.ruling {
             Ruling::Allow => self.execute(call, lineage).await,
             Ruling::Deny => Ok(CallOutcome::Denied(decision)),
             Ruling::NeedsReview => {
-                let id = call.id().clone();
+                // Pending calls get their own id: a provider's call id need not be unique
+                // across scopes, and a review must bind to exactly this call.
+                let id = Id::random();
                 self.session.state().pending.insert(
                     id.clone(),
                     Pending {
@@ -290,6 +337,7 @@ impl Scope {
                         call,
                         decision: decision.clone(),
                         status: PendingStatus::Waiting,
+                        under_review: false,
                     },
                 );
                 Ok(CallOutcome::Pending { id, decision })
@@ -298,10 +346,11 @@ impl Scope {
     }
 
     /// Runs a call the gate sent to review, once a judge approved it; a rejected call is
-    /// denied, and an unreviewed one is an error.
+    /// denied, and an unreviewed one is an error. An approved call runs once.
     pub async fn run_pending(&self, pending: &Id) -> Result<CallOutcome, ScopeError> {
         let (call, status, decision) = {
             let mut state = self.session.state();
+            open_scope(&state, &self.id)?;
             let entry = state
                 .pending
                 .get_mut(pending)
@@ -325,12 +374,9 @@ impl Scope {
                 Ok(CallOutcome::Denied(decision))
             }
             PendingStatus::Approved => {
-                self.record_decision(
-                    &call,
-                    &Decision::allow("review", "a judge approved the call"),
-                )?;
-                let lineage =
-                    self.with_state(|scope| scope.blocks.iter().map(|b| b.id().clone()).collect())?;
+                let approval = Decision::allow("review", "a judge approved the call");
+                self.record_decision(&call, &approval)?;
+                let lineage = self.with_state(lineage_of)?;
                 self.execute(call, lineage).await
             }
         }
@@ -356,52 +402,54 @@ impl Scope {
     /// Runs an allowed call and adds its rendered output to the context.
     async fn execute(&self, call: ToolCall, lineage: Vec<Id>) -> Result<CallOutcome, ScopeError> {
         let session = &self.session;
-        match session.registry().run(&call).await {
-            Ok(output) => {
-                let rendered = session
-                    .renderer()
-                    .tool_output(session.registry(), &output)?;
-                session.record(&Event::CallExecuted {
-                    scope: self.id.clone(),
-                    call: call.id().clone(),
-                    tool: output.tool.clone(),
-                    checksum: output.checksum,
-                    trust: rendered.trust,
-                    failed: output.failed,
-                    lineage: lineage.clone(),
-                })?;
-                let block =
-                    Block::data(call.id().clone(), rendered.trust, output.content.to_text());
-                let source = format!("tool:{}", output.tool);
-                let block = self.push(block, rendered, &source)?;
-                Ok(CallOutcome::Ran {
-                    output,
-                    block,
-                    lineage,
-                })
-            }
+        let output = match session.registry().run(&call).await {
+            Ok(output) => output,
             Err(error) => {
-                // The deserializer's message quotes the model's argument values.
-                let text = error.to_string();
-                let id = call.id().clone();
-                let rendered =
-                    session
-                        .renderer()
-                        .data(Trust::Untrusted, "tool-error", &id, &text)?;
-                let block = self.push(
-                    Block::data(id, Trust::Untrusted, text),
-                    rendered,
-                    "tool-error",
-                )?;
-                Ok(CallOutcome::Invalid { error, block })
+                let note = self.note("tool-error", &error.to_string())?;
+                return Ok(CallOutcome::Invalid { error, note });
             }
-        }
+        };
+        let rendered = match session.renderer().tool_output(session.registry(), &output) {
+            Ok(rendered) => rendered,
+            Err(error) => {
+                let note = self.note(
+                    "output-withheld",
+                    &format!("The output of `{}` was withheld: {error}", output.tool),
+                )?;
+                return Ok(CallOutcome::Withheld {
+                    output,
+                    error,
+                    note,
+                });
+            }
+        };
+        session.record(&Event::CallExecuted {
+            scope: self.id.clone(),
+            call: call.id().clone(),
+            tool: output.tool.clone(),
+            checksum: output.checksum,
+            trust: rendered.trust,
+            failed: output.failed,
+            lineage: lineage.clone(),
+        })?;
+        let block = Block::data(call.id().clone(), rendered.trust, output.content.to_text());
+        let source = format!("tool:{}", output.tool);
+        let block = self.push(block, rendered, &source)?;
+        Ok(CallOutcome::Ran {
+            output,
+            block,
+            lineage,
+        })
     }
 
-    /// Ends the scope's work: a clean scope's output is released; a tainted scope's is
-    /// quarantined, and only its handle is returned.
+    /// Ends the scope's work: a clean scope's output is released; a tainted (or review)
+    /// scope's is quarantined, and only its handle is returned. Either way the scope is
+    /// finished: nothing more enters it, so a later promotion covers exactly what the
+    /// reviewed output was made from.
     pub fn finish(&self, output: &str, exit: Exit) -> Result<Handoff, ScopeError> {
-        if self.taint()? != Taint::Tainted {
+        let taint = self.with_open_state(|scope| scope.taint)?;
+        if taint == Taint::Clean {
+            self.mark_finished()?;
             return Ok(Handoff::Released(output.to_owned()));
         }
         let key = Id::random();
@@ -416,6 +464,7 @@ impl Scope {
             bytes,
             exit: exit.as_str().to_owned(),
         })?;
+        self.mark_finished()?;
         self.session.state().outputs.insert(
             key.clone(),
             OutputState {
@@ -424,6 +473,7 @@ impl Scope {
                 bytes,
                 exit,
                 readers: Vec::new(),
+                under_review: false,
             },
         );
         Ok(Handoff::Quarantined(QuarantineHandle {
@@ -433,6 +483,16 @@ impl Scope {
             bytes,
             exit,
         }))
+    }
+
+    fn mark_finished(&self) -> Result<(), ScopeError> {
+        let mut state = self.session.state();
+        let scope = state
+            .scopes
+            .get_mut(&self.id)
+            .ok_or_else(|| ScopeError::UnknownScope(self.id.clone()))?;
+        scope.finished = true;
+        Ok(())
     }
 
     /// Adds a rendered block to the context, recording what it changes first: its
@@ -448,6 +508,9 @@ impl Scope {
             .scopes
             .get_mut(&self.id)
             .ok_or_else(|| ScopeError::UnknownScope(self.id.clone()))?;
+        if scope.finished {
+            return Err(ScopeError::Finished(self.id.clone()));
+        }
         if scope
             .blocks
             .iter()
@@ -457,11 +520,11 @@ impl Scope {
         }
         let recorder = &self.session.inner.recorder;
         if !rendered.findings.is_empty() {
-            recorder.record(&Event::Neutralised {
-                scope: self.id.clone(),
-                block: block.id().clone(),
-                findings: rendered.findings.clone(),
-            })?;
+            recorder.record(&Event::neutralised(
+                &self.id,
+                block.id(),
+                &rendered.findings,
+            ))?;
         }
         if let Some(tool) = &rendered.unknown_tool {
             recorder.record(&Event::UnknownToolRendered {
@@ -478,17 +541,22 @@ impl Scope {
             })?;
             scope.taint = Taint::Tainted;
         }
-        scope.nonces.extend(&rendered.nonces);
+        self.register_nonces(scope, &rendered.nonces);
         scope.rendered.push(rendered.text);
         let id = block.id().clone();
         scope.blocks.push(block);
         Ok(id)
     }
 
-    fn with_state<T>(
-        &self,
-        read: impl FnOnce(&crate::session::ScopeState) -> T,
-    ) -> Result<T, ScopeError> {
+    /// Makes `nonces` live for the gate's leak check. Compat nonces are public (checksums
+    /// and ids anyone can compute), so only sealed nonces are secrets worth guarding.
+    fn register_nonces(&self, scope: &mut ScopeState, nonces: &[String]) {
+        if self.session.renderer().mode() == Mode::Sealed {
+            scope.nonces.extend(nonces);
+        }
+    }
+
+    fn with_state<T>(&self, read: impl FnOnce(&ScopeState) -> T) -> Result<T, ScopeError> {
         let state = self.session.state();
         state
             .scopes
@@ -496,6 +564,30 @@ impl Scope {
             .map(read)
             .ok_or_else(|| ScopeError::UnknownScope(self.id.clone()))
     }
+
+    /// Like `with_state`, for operations a finished scope refuses.
+    fn with_open_state<T>(&self, read: impl FnOnce(&ScopeState) -> T) -> Result<T, ScopeError> {
+        let state = self.session.state();
+        open_scope(&state, &self.id).map(read)
+    }
+}
+
+/// The scope `id` of `state`, if it exists and has not finished.
+fn open_scope<'a>(state: &'a State, id: &Id) -> Result<&'a ScopeState, ScopeError> {
+    match state.scopes.get(id) {
+        Some(scope) if scope.finished => Err(ScopeError::Finished(id.clone())),
+        Some(scope) => Ok(scope),
+        None => Err(ScopeError::UnknownScope(id.clone())),
+    }
+}
+
+/// The ids of a scope's blocks: what influenced anything decided in it now.
+fn lineage_of(scope: &ScopeState) -> Vec<Id> {
+    scope
+        .blocks
+        .iter()
+        .map(|block| block.id().clone())
+        .collect()
 }
 
 impl std::fmt::Debug for Scope {

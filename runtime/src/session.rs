@@ -52,6 +52,8 @@ pub(crate) struct ScopeState {
     pub(crate) author: Id,
     pub(crate) parent: Option<Id>,
     pub(crate) taint: Taint,
+    /// Set by `finish`: nothing more enters the scope or runs in it.
+    pub(crate) finished: bool,
     pub(crate) blocks: Vec<Block>,
     pub(crate) rendered: Vec<String>,
     pub(crate) nonces: NonceIndex,
@@ -62,6 +64,8 @@ pub(crate) struct Pending {
     pub(crate) call: ToolCall,
     pub(crate) decision: Decision,
     pub(crate) status: PendingStatus,
+    /// A review is open on it: one at a time, so no verdict overwrites another.
+    pub(crate) under_review: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +83,8 @@ pub(crate) struct OutputState {
     pub(crate) exit: Exit,
     /// Reviewers assigned to it, who may read their copy.
     pub(crate) readers: Vec<Id>,
+    /// A review is open on it: one at a time, so no verdict overwrites another.
+    pub(crate) under_review: bool,
 }
 
 pub(crate) struct ReviewState {
@@ -201,6 +207,7 @@ impl Session {
                 author,
                 parent,
                 taint,
+                finished: false,
                 blocks: Vec::new(),
                 rendered: Vec::new(),
                 nonces: NonceIndex::default(),
@@ -234,25 +241,84 @@ impl Session {
         if reviewers.is_empty() {
             return Err(ReviewError::NoReviewer);
         }
+        if let Some((_, reviewer)) = reviewers
+            .iter()
+            .enumerate()
+            .find(|(at, r)| reviewers[..*at].iter().any(|other| other.id() == r.id()))
+        {
+            return Err(ReviewError::DuplicateReviewer(reviewer.id().clone()));
+        }
+        // Claim the subject under the lock, so that no second review can be opened on it.
         let (target, reason) = {
-            let state = self.state();
+            let mut state = self.state();
             match &subject {
-                Subject::Output(key) => match state.outputs.get(key) {
-                    Some(output) if output.status == QuarantineStatus::Pending => (
-                        output.target.clone(),
-                        "the output of a tainted scope is quarantined".to_owned(),
-                    ),
-                    _ => return Err(ReviewError::UnknownSubject(format!("output {key}"))),
+                Subject::Output(key) => match state.outputs.get_mut(key) {
+                    Some(output)
+                        if output.status == QuarantineStatus::Pending && !output.under_review =>
+                    {
+                        output.under_review = true;
+                        (
+                            output.target.clone(),
+                            "the output of a tainted scope is quarantined".to_owned(),
+                        )
+                    }
+                    Some(_) => return Err(ReviewError::AlreadyReviewed(format!("output {key}"))),
+                    None => return Err(ReviewError::UnknownSubject(format!("output {key}"))),
                 },
-                Subject::Call(id) => match state.pending.get(id) {
-                    Some(pending) if pending.status == PendingStatus::Waiting => {
+                Subject::Call(id) => match state.pending.get_mut(id) {
+                    Some(pending)
+                        if pending.status == PendingStatus::Waiting && !pending.under_review =>
+                    {
+                        pending.under_review = true;
                         (pending.scope.clone(), pending.decision.reason.clone())
                     }
-                    _ => return Err(ReviewError::UnknownSubject(format!("call {id}"))),
+                    Some(_) => return Err(ReviewError::AlreadyReviewed(format!("call {id}"))),
+                    None => return Err(ReviewError::UnknownSubject(format!("call {id}"))),
                 },
             }
         };
-        let author = self.scope_author(&target)?;
+        let opened = self.assign_review(&subject, &target, &reviewers, judge.as_ref());
+        let id = match opened {
+            Ok(id) => id,
+            Err(error) => {
+                // Release the claim: a failed opening must not leave the subject stuck.
+                let mut state = self.state();
+                match &subject {
+                    Subject::Output(key) => {
+                        if let Some(output) = state.outputs.get_mut(key) {
+                            output.under_review = false;
+                        }
+                    }
+                    Subject::Call(call) => {
+                        if let Some(pending) = state.pending.get_mut(call) {
+                            pending.under_review = false;
+                        }
+                    }
+                }
+                return Err(error);
+            }
+        };
+        Ok(Review {
+            session: self.clone(),
+            id,
+            subject,
+            target,
+            reason,
+            reviewers,
+            judge,
+        })
+    }
+
+    /// Checks separation of powers, records the opening and gives each reviewer of an
+    /// output its own copy; returns the review's id.
+    fn assign_review(
+        &self,
+        subject: &Subject,
+        target: &Id,
+        reviewers: &[Arc<dyn Reviewer>],
+        judge: &dyn Judge,
+    ) -> Result<Id, ReviewError> {
+        let author = self.scope_author(target)?;
         if let Some(who) = reviewers
             .iter()
             .map(|reviewer| reviewer.id())
@@ -261,28 +327,27 @@ impl Session {
         {
             return Err(ReviewError::SeparationOfPowers {
                 who: who.clone(),
-                target,
+                target: target.clone(),
             });
         }
         let id = Id::random();
         self.record(&Event::ReviewOpened {
             review: id.clone(),
             target: target.clone(),
-            subject: match &subject {
+            subject: match subject {
                 Subject::Output(key) => format!("output:{key}"),
                 Subject::Call(call) => format!("call:{call}"),
             },
             reviewers: reviewers.iter().map(|r| r.id().clone()).collect(),
             judge: judge.id().clone(),
         })?;
-        if let Subject::Output(key) = &subject {
+        if let Subject::Output(key) = subject {
             // Each reviewer gets its own copy, under its own data key.
-            let bytes =
-                self.open_output(key, &target, &custodian(), "custodian copy for review")?;
-            for reviewer in &reviewers {
+            let bytes = self.open_output(key, target, &custodian(), "custodian copy for review")?;
+            for reviewer in reviewers {
                 self.inner
                     .store
-                    .put(key, &target, reviewer.id(), &bytes)
+                    .put(key, target, reviewer.id(), &bytes)
                     .map_err(ScopeError::from)?;
             }
             if let Some(output) = self.state().outputs.get_mut(key) {
@@ -294,15 +359,7 @@ impl Session {
         self.state()
             .reviews
             .insert(id.clone(), ReviewState { decided: false });
-        Ok(Review {
-            session: self.clone(),
-            id,
-            subject,
-            target,
-            reason,
-            reviewers,
-            judge,
-        })
+        Ok(id)
     }
 
     /// Releases promoted output `key` into `to` as a vetted block (data that no longer
@@ -498,7 +555,13 @@ impl Review {
         }
         match &self.subject {
             Subject::Output(key) => {
-                if let Some(output) = state.outputs.get_mut(key) {
+                // Only a pending output moves; a decided one never changes again.
+                if let Some(output) = state
+                    .outputs
+                    .get_mut(key)
+                    .filter(|output| output.status == QuarantineStatus::Pending)
+                {
+                    output.under_review = false;
                     output.status = if verdict.approve {
                         QuarantineStatus::Approved
                     } else {
@@ -513,7 +576,12 @@ impl Review {
                 }
             }
             Subject::Call(id) => {
-                if let Some(pending) = state.pending.get_mut(id) {
+                if let Some(pending) = state
+                    .pending
+                    .get_mut(id)
+                    .filter(|pending| pending.status == PendingStatus::Waiting)
+                {
+                    pending.under_review = false;
                     pending.status = if verdict.approve {
                         PendingStatus::Approved
                     } else {

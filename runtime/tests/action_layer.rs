@@ -53,7 +53,9 @@ fn call(scope: &Scope, tool: &str, args: &str) -> CallOutcome {
 
 fn ruling(outcome: &CallOutcome) -> Ruling {
     match outcome {
-        CallOutcome::Ran { .. } | CallOutcome::Invalid { .. } => Ruling::Allow,
+        CallOutcome::Ran { .. } | CallOutcome::Invalid { .. } | CallOutcome::Withheld { .. } => {
+            Ruling::Allow
+        }
         CallOutcome::Denied(_) => Ruling::Deny,
         CallOutcome::Pending { .. } => Ruling::NeedsReview,
     }
@@ -573,4 +575,211 @@ fn unknown_pending_ids_and_scopes_are_errors() {
         session.open_review(Subject::Call(id("nope")), vec![], reviewer("j", true)),
         Err(ReviewError::NoReviewer)
     ));
+}
+
+#[test]
+fn one_review_per_subject_and_verdicts_never_overwrite() {
+    let (session, _) = session_with(Policy::new());
+    let scope = session.open_scope(id("agent")).unwrap();
+    call(&scope, "fetch_page", r#"{"url":"https://x.example"}"#);
+    let before = SENT.load(Ordering::SeqCst);
+    let CallOutcome::Pending { id: pending, .. } =
+        call(&scope, "send_email", r#"{"to":"a@example.com","body":"1"}"#)
+    else {
+        panic!()
+    };
+    let first = session
+        .open_review(
+            Subject::Call(pending.clone()),
+            vec![reviewer("r1", false)],
+            reviewer("judge", false),
+        )
+        .unwrap();
+    // A second review cannot be opened while the first is open…
+    assert!(matches!(
+        session.open_review(
+            Subject::Call(pending.clone()),
+            vec![reviewer("r2", true)],
+            reviewer("judge2", true)
+        ),
+        Err(ReviewError::AlreadyReviewed(_))
+    ));
+    pollster::block_on(first.run()).unwrap();
+    // …nor after it decided: a rejected call stays rejected.
+    assert!(matches!(
+        session.open_review(
+            Subject::Call(pending.clone()),
+            vec![reviewer("r2", true)],
+            reviewer("judge2", true)
+        ),
+        Err(ReviewError::AlreadyReviewed(_))
+    ));
+    assert!(matches!(
+        pollster::block_on(scope.run_pending(&pending)).unwrap(),
+        CallOutcome::Denied(_)
+    ));
+    assert_eq!(SENT.load(Ordering::SeqCst), before);
+}
+
+#[test]
+fn pending_calls_are_bound_to_their_scope_not_the_providers_call_id() {
+    let (session, _) = session_with(Policy::new());
+    let a = session.open_scope(id("agent-a")).unwrap();
+    let b = session.open_scope(id("agent-b")).unwrap();
+    for scope in [&a, &b] {
+        call(scope, "fetch_page", r#"{"url":"https://x.example"}"#);
+    }
+    let same_id = |scope: &Scope, body: &str| {
+        let call = ToolCall::from_model_with_id(
+            "call_1",
+            "send_email",
+            &format!(r#"{{"to":"a@example.com","body":"{body}"}}"#),
+        )
+        .unwrap();
+        match pollster::block_on(scope.call(call)).unwrap() {
+            CallOutcome::Pending { id, .. } => id,
+            other => panic!("{other:?}"),
+        }
+    };
+    let (pending_a, pending_b) = (same_id(&a, "from a"), same_id(&b, "from b"));
+    assert_ne!(pending_a, pending_b);
+    // B's author judges A's call: allowed (B's author is not A's author), and only A's
+    // call is affected.
+    let review = session
+        .open_review(
+            Subject::Call(pending_a.clone()),
+            vec![reviewer("r", true)],
+            reviewer("agent-b", true),
+        )
+        .unwrap();
+    pollster::block_on(review.run()).unwrap();
+    assert!(matches!(
+        pollster::block_on(b.run_pending(&pending_b)),
+        Err(ScopeError::NotReviewed(_))
+    ));
+    assert!(matches!(
+        pollster::block_on(b.run_pending(&pending_a)),
+        Err(ScopeError::UnknownPending(_))
+    ));
+    let CallOutcome::Ran { output, .. } = pollster::block_on(a.run_pending(&pending_a)).unwrap()
+    else {
+        panic!()
+    };
+    assert!(output.content.to_text().contains("from a"));
+}
+
+#[test]
+fn reviewers_count_once_and_review_scopes_stay_review_scopes() {
+    let (session, _) = session_with(Policy::new());
+    let scope = session.open_scope(id("agent")).unwrap();
+    call(&scope, "fetch_page", r#"{"url":"https://x.example"}"#);
+    let CallOutcome::Pending { id: pending, .. } =
+        call(&scope, "send_email", r#"{"to":"a@example.com","body":"x"}"#)
+    else {
+        panic!()
+    };
+    assert!(matches!(
+        session.open_review(
+            Subject::Call(pending.clone()),
+            vec![reviewer("r", true), reviewer("r", true)],
+            Arc::new(RuleJudge::new(id("judge"), 2))
+        ),
+        Err(ReviewError::DuplicateReviewer(_))
+    ));
+    let v = |name: &str| tooltrust::review::ReviewerVerdict {
+        reviewer: id(name),
+        verdict: Verdict::approve("ok"),
+    };
+    assert!(
+        !RuleJudge::new(id("judge"), 2)
+            .decide(&[v("r"), v("r")])
+            .approve
+    );
+
+    struct Escaper(Id);
+    impl Reviewer for Escaper {
+        fn id(&self) -> &Id {
+            &self.0
+        }
+        fn review<'a>(&'a self, _material: &'a Material, scope: &'a Scope) -> VerdictFuture<'a> {
+            Box::pin(async move {
+                let child = scope.child(Id::new("helper").unwrap()).unwrap();
+                let sent = child
+                    .call(
+                        ToolCall::from_model("send_email", r#"{"to":"a@example.com","body":"x"}"#)
+                            .unwrap(),
+                    )
+                    .await;
+                match sent {
+                    Ok(CallOutcome::Denied(decision)) if decision.rule == "review-scope" => {
+                        Verdict::approve("contained")
+                    }
+                    other => Verdict::reject(format!("escaped: {other:?}")),
+                }
+            })
+        }
+    }
+    let review = session
+        .open_review(
+            Subject::Call(pending),
+            vec![Arc::new(Escaper(id("escaper")))],
+            Arc::new(RuleJudge::new(id("judge"), 1)),
+        )
+        .unwrap();
+    let judgement = pollster::block_on(review.run()).unwrap();
+    assert!(
+        judgement.verdicts[0].verdict.approve,
+        "{:?}",
+        judgement.verdicts[0]
+    );
+}
+
+#[test]
+fn finished_scopes_take_nothing_more_and_reused_call_ids_never_run() {
+    let (session, _) = session_with(Policy::new());
+    let parent = session.open_scope(id("agent")).unwrap();
+    let child = parent.child(id("agent")).unwrap();
+    call(&child, "fetch_page", r#"{"url":"https://x.example"}"#);
+    let Handoff::Quarantined(_) = child.finish("summary", Exit::Success).unwrap() else {
+        panic!()
+    };
+    assert!(matches!(
+        pollster::block_on(
+            child.call(
+                ToolCall::from_model("fetch_page", r#"{"url":"https://y.example"}"#).unwrap()
+            )
+        ),
+        Err(ScopeError::Finished(_))
+    ));
+    assert!(matches!(
+        child.finish("again", Exit::Success),
+        Err(ScopeError::Finished(_))
+    ));
+
+    let before = SENT.load(Ordering::SeqCst);
+    let first = ToolCall::from_model_with_id(
+        "call_9",
+        "send_email",
+        r#"{"to":"a@example.com","body":"1"}"#,
+    )
+    .unwrap();
+    let again = ToolCall::from_model_with_id(
+        "call_9",
+        "send_email",
+        r#"{"to":"a@example.com","body":"2"}"#,
+    )
+    .unwrap();
+    assert!(matches!(
+        pollster::block_on(parent.call(first)).unwrap(),
+        CallOutcome::Ran { .. }
+    ));
+    assert!(matches!(
+        pollster::block_on(parent.call(again)),
+        Err(ScopeError::DuplicateBlock(_))
+    ));
+    assert_eq!(
+        SENT.load(Ordering::SeqCst),
+        before + 1,
+        "the reused id never ran"
+    );
 }

@@ -74,11 +74,45 @@ fn every_answer_the_model_sees_is_an_envelope() {
     let denial = tool_messages(&transcript.messages)[1];
     assert!(denial.contains("&lt;system_instructions"), "{denial}");
     assert!(!denial.contains("<system_instructions"), "{denial}");
-    assert_eq!(
-        agent.scope().taint().unwrap(),
-        Taint::Tainted,
-        "the invalid call's error quotes the model"
-    );
+    // Notes quote only the model's own requests: they taint nothing.
+    assert_eq!(agent.scope().taint().unwrap(), Taint::Clean);
+}
+
+#[test]
+fn a_notes_nonce_is_live() {
+    let agent = agent();
+    let model = ScriptedModel::new()
+        .call("nope", "{}")
+        .step(|request| {
+            let note = request
+                .messages
+                .iter()
+                .find_map(|m| match m {
+                    ChatMessage::Tool { content, .. } => Some(content.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            let nonce = note
+                .split("nonce=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or_default()
+                .to_owned();
+            tooltrust::AssistantMessage {
+                content: None,
+                tool_calls: vec![tooltrust::ModelToolCall {
+                    id: "call_echo".into(),
+                    name: "define".into(),
+                    arguments: format!(r#"{{"word": "{nonce}"}}"#),
+                }],
+            }
+        })
+        .answer("ok");
+    let transcript = pollster::block_on(agent.run(&model, &message())).unwrap();
+    let CallResult::Outcome(CallOutcome::Denied(decision)) = &transcript.calls[1].1 else {
+        panic!("{:?}", transcript.calls[1]);
+    };
+    assert_eq!(decision.rule, "nonce-leak");
 }
 
 #[test]

@@ -323,6 +323,7 @@ fn rule_of(outcome: &CallOutcome) -> String {
     match outcome {
         CallOutcome::Ran { .. } => "ran".into(),
         CallOutcome::Invalid { .. } => "invalid".into(),
+        CallOutcome::Withheld { .. } => "withheld".into(),
         CallOutcome::Denied(decision) | CallOutcome::Pending { decision, .. } => {
             decision.rule.clone()
         }
