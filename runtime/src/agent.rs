@@ -193,6 +193,10 @@ pub struct Transcript {
 
 /// What became of one call the model asked for.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per call, and matching through a box would burden every caller"
+)]
 pub enum CallResult {
     /// Refused before anything ran: the arguments were not an acceptable JSON object.
     Malformed(String),
