@@ -121,14 +121,24 @@ impl Tier {
     }
 }
 
-/// The domain a sealed nonce of `tier` is derived in: tiers that hold several kinds of
-/// content separate them by kind, so no two kinds share a nonce for the same identity.
-pub(crate) fn nonce_domain(tier: Tier, kind: Option<&str>) -> &str {
-    match (tier, kind) {
-        (Tier::TrustedContent | Tier::UntrustedContent, Some(kind)) => kind,
-        (Tier::PeerOutput, Some("reasoning")) => "peer_output:reasoning",
-        _ => tier.name(),
+/// The attributes a sealed nonce is bound to besides the tier: relabelling a block's
+/// kind, role or output type (say, to `output="instruction"`) changes the nonce its key
+/// derives, so the verifier catches it.
+pub(crate) const BOUND_ATTRS: [&str; 3] = ["kind", "role", "output"];
+
+/// The domain a sealed nonce is derived in: the tier's name, then each bound attribute
+/// the block carries (`untrusted_content:kind=tool-result`).
+pub(crate) fn nonce_domain<'a>(tier: Tier, attr: impl Fn(&str) -> Option<&'a str>) -> String {
+    let mut domain = tier.name().to_owned();
+    for name in BOUND_ATTRS {
+        if let Some(value) = attr(name) {
+            domain.push(':');
+            domain.push_str(name);
+            domain.push('=');
+            domain.push_str(value);
+        }
     }
+    domain
 }
 
 /// Escapes an attribute value as the reference does: `&`, `<`, `>` and `"`.
@@ -149,13 +159,21 @@ pub(crate) fn escape_attr(out: &mut String, value: &str) {
     out.push_str(&value[from..]);
 }
 
-/// Reverses [`escape_attr`]; `None` for an entity it never writes or a bare `&`.
+/// Reverses [`escape_attr`] and [`escape_controls`]; `None` for an entity neither
+/// writes, or a bare `&`.
 pub(crate) fn unescape_attr(value: &str) -> Option<String> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(at) = rest.find('&') {
         out.push_str(&rest[..at]);
         rest = &rest[at..];
+        if let Some(hex) = rest.strip_prefix("&#x") {
+            let end = hex.find(';')?;
+            let code = u32::from_str_radix(&hex[..end], 16).ok()?;
+            out.push(char::from_u32(code).filter(|c| c.is_control())?);
+            rest = &hex[end + 1..];
+            continue;
+        }
         let (entity, text) = [
             ("&amp;", '&'),
             ("&lt;", '<'),
@@ -169,4 +187,21 @@ pub(crate) fn unescape_attr(value: &str) -> Option<String> {
     }
     out.push_str(rest);
     Some(out)
+}
+
+/// Writes control characters (newlines among them) as `&#xN;`, so that an attribute value
+/// stays on its tag's line. Sealed mode only: compat writes what the reference writes.
+pub(crate) fn escape_controls(value: &str) -> std::borrow::Cow<'_, str> {
+    if !value.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len() + 8);
+    for c in value.chars() {
+        if c.is_control() {
+            out.push_str(&format!("&#x{:x};", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }

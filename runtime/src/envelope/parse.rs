@@ -153,7 +153,7 @@ impl<'a> Parser<'a> {
         } else {
             (false, start + 1)
         };
-        let rest = &self.prompt[name_start..];
+        let rest = self.prompt.get(name_start..)?;
         for tier in Tier::ALL {
             let Some(after) = rest.strip_prefix(tier.tag()) else {
                 continue;
@@ -266,13 +266,21 @@ impl<'a> Parser<'a> {
             let child = self.block(at, child)?;
             let after = child.end;
             block.children.push(child);
-            if !self.prompt[after..].starts_with('\n') {
+            if !self
+                .prompt
+                .get(after..)
+                .is_some_and(|rest| rest.starts_with('\n'))
+            {
                 return Err(ParseError {
                     offset: after,
                     fault: ParseFault::Layout(name.to_owned()),
                 });
             }
-            if self.prompt[after + 1..].starts_with(close) {
+            if self
+                .prompt
+                .get(after + 1..)
+                .is_some_and(|rest| rest.starts_with(close))
+            {
                 return Ok(after + 1);
             }
             if block.tier == Tier::PeerOutput {
@@ -346,12 +354,15 @@ impl<'a> Parser<'a> {
                     None => return Err(fault(ParseFault::Unauthenticated(name.to_owned()))),
                 },
             };
-            let domain = nonce_domain(block.tier, block.attr("kind"));
-            if key.nonce(domain, &identity) != *nonce {
+            let domain = nonce_domain(block.tier, |name| block.attr(name));
+            if key.nonce(&domain, &identity) != *nonce {
                 return Err(fault(ParseFault::ForgedNonce(name.to_owned())));
             }
         }
-        if block.tier != Tier::DeveloperPolicy && !neutralise(&block.body).findings.is_empty() {
+        let neutral = |text: &str| neutralise(text).findings.is_empty();
+        let body_neutral =
+            block.tier == Tier::DeveloperPolicy || neutralise(&block.body).findings.is_empty();
+        if !body_neutral || !block.attrs.iter().all(|(_, value)| neutral(value)) {
             return Err(fault(ParseFault::NotNeutralised(name.to_owned())));
         }
         Ok(())

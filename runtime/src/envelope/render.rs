@@ -6,7 +6,7 @@ use memchr::memmem;
 
 use super::compat::{self, RETRIEVED_DIRECTIVE, unknown_tool_warning};
 use super::neutralise::{Finding, neutralise};
-use super::{Tier, escape_attr, nonce_domain};
+use super::{Tier, escape_attr, escape_controls, nonce_domain};
 use crate::block::Instruction;
 use crate::call::Checksum;
 use crate::content::{Content, RetrievedRecord, SourceTier};
@@ -316,7 +316,10 @@ impl Renderer {
     pub fn message(&self, message: &Message) -> Result<Rendered, RenderError> {
         checked_id("message", &message.id)?;
         let sealed = self.key.is_some();
+        // Compat writes the reference's single role; sealed mode tells the principal
+        // apart from other people, whom an outsider could otherwise impersonate by name.
         let (tier, role) = match message.sender {
+            Sender::Principal if sealed => (Tier::Message, Some("principal")),
             Sender::Principal | Sender::User => (Tier::Message, Some("user")),
             Sender::Peer => (Tier::PeerOutput, None),
         };
@@ -387,7 +390,7 @@ impl Renderer {
             leading_compat: Vec::new(),
             nonce_attr: sealed,
         };
-        let (peer_nonce, open) = self.opener(&peer_spec);
+        let (peer_nonce, open) = self.opener(&peer_spec, &mut rendered.findings);
         let close = closer(Tier::PeerOutput, &peer_nonce);
         rendered.text.push_str(&open);
         rendered.text.push('\n');
@@ -542,13 +545,16 @@ impl Renderer {
     }
 
     /// The nonce and opening tag of `spec` (without the newline that follows it).
-    fn opener(&self, spec: &Spec<'_>) -> (String, String) {
+    fn opener(&self, spec: &Spec<'_>, findings: &mut Vec<Finding>) -> (String, String) {
         let nonce = match &self.key {
             Some(key) => {
-                let kind = spec.attrs.iter().find_map(|(name, value)| {
-                    (*name == "kind").then_some(value.as_deref()).flatten()
-                });
-                key.nonce(nonce_domain(spec.tier, kind), spec.identity)
+                let attr = |wanted: &str| {
+                    spec.attrs
+                        .iter()
+                        .find(|(name, _)| *name == wanted)
+                        .and_then(|(_, value)| value.as_deref())
+                };
+                key.nonce(&nonce_domain(spec.tier, attr), spec.identity)
             }
             None => spec.public.to_owned(),
         };
@@ -557,16 +563,46 @@ impl Renderer {
         out.push_str(spec.tier.tag());
         out.push_str(&nonce);
         if self.key.is_none() {
-            push_attrs(&mut out, &spec.leading_compat);
+            self.push_attrs(&mut out, &spec.leading_compat, findings);
         }
         if spec.nonce_attr {
             out.push_str(" nonce=\"");
             escape_attr(&mut out, &nonce);
             out.push('"');
         }
-        push_attrs(&mut out, &spec.attrs);
+        self.push_attrs(&mut out, &spec.attrs, findings);
         out.push('>');
         (nonce, out)
+    }
+
+    /// Writes ` name="value"` for every present attribute. In sealed mode a value (a
+    /// sender's display name, a source URL: outsider text) is neutralised like a body and
+    /// its control characters escaped, so no attribute can hold tag vocabulary or break
+    /// its tag's line.
+    fn push_attrs(
+        &self,
+        out: &mut String,
+        attrs: &[(&str, Option<Cow<'_, str>>)],
+        findings: &mut Vec<Finding>,
+    ) {
+        for (name, value) in attrs {
+            let Some(value) = value else {
+                continue;
+            };
+            out.push(' ');
+            out.push_str(name);
+            out.push_str("=\"");
+            if self.key.is_some() {
+                let neutralised = neutralise(value);
+                findings.extend(neutralised.findings);
+                let mut escaped = String::with_capacity(neutralised.text.len());
+                escape_attr(&mut escaped, &neutralised.text);
+                out.push_str(&escape_controls(&escaped));
+            } else {
+                escape_attr(out, value);
+            }
+            out.push('"');
+        }
     }
 
     /// Appends one leaf envelope: opener, newline, body, newline, closer. The body is
@@ -580,7 +616,7 @@ impl Renderer {
         enclosing: &[&str],
     ) -> Result<(), RenderError> {
         let tier = spec.tier;
-        let (nonce, open) = self.opener(&spec);
+        let (nonce, open) = self.opener(&spec, &mut rendered.findings);
         let close = closer(tier, &nonce);
         refuse_keyed_closers(tier, body, &nonce)?;
         let body: Cow<'_, str> = match &self.key {
@@ -606,18 +642,6 @@ impl Renderer {
         text.push_str(&close);
         rendered.nonces.push(nonce);
         Ok(())
-    }
-}
-
-fn push_attrs(out: &mut String, attrs: &[(&str, Option<Cow<'_, str>>)]) {
-    for (name, value) in attrs {
-        if let Some(value) = value {
-            out.push(' ');
-            out.push_str(name);
-            out.push_str("=\"");
-            escape_attr(out, value);
-            out.push('"');
-        }
     }
 }
 
