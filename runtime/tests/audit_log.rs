@@ -249,9 +249,8 @@ fn the_head_file_follows_the_policy_and_is_current_after_close() {
 fn a_torn_tail_is_reported_and_set_aside_when_opening() {
     for torn in [
         &b"{\"event\":\"call_den"[..],
-        b"garbage\n",
-        b"\n",
-        b"{\"event\":\"x\"} \n",
+        b"garbage",
+        b"{\"event\":\"x\"} ",
     ] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(LOG_FILE);
@@ -287,6 +286,50 @@ fn a_torn_tail_is_reported_and_set_aside_when_opening() {
         drop(log);
         assert_eq!(verify(&path, Some(&head)).unwrap().entries, 4);
     }
+}
+
+/// A crash cuts a write short; it never completes a line with other bytes. So a complete
+/// bad last line is damage, not a crash's leftover, and is never set aside quietly.
+#[test]
+fn a_complete_bad_last_line_is_damage_not_a_torn_tail() {
+    for bad in [&b"garbage\n"[..], b"\n", b"{\"event\":\"x\"} \n"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOG_FILE);
+        let head = {
+            let log = AuditLog::open(dir.path()).unwrap();
+            for i in 1..=3 {
+                log.append(&event(i)).unwrap();
+            }
+            log.close().unwrap()
+        };
+        append_bytes(&path, bad);
+        let error = verify(&path, Some(&head)).unwrap_err();
+        assert_eq!(error.seq, 4);
+        assert!(
+            !matches!(error.kind, VerifyErrorKind::TornTail { .. }),
+            "{:?}",
+            error.kind
+        );
+        assert!(
+            AuditLog::open(dir.path()).is_err(),
+            "a damaged log refuses to open"
+        );
+    }
+    // A tampered last entry (complete, canonical shape, wrong hash or bytes) likewise.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(LOG_FILE);
+    let log = AuditLog::open(dir.path()).unwrap();
+    for i in 1..=3 {
+        log.append(&event(i)).unwrap();
+    }
+    drop(log);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replacen("\"n\":3", "\"n\":4", 1)).unwrap();
+    assert!(AuditLog::open(dir.path()).is_err());
+    assert!(!matches!(
+        verify(&path, None).unwrap_err().kind,
+        VerifyErrorKind::TornTail { .. }
+    ));
 }
 
 #[test]

@@ -152,13 +152,6 @@ pub(crate) enum LineFault {
     },
 }
 
-impl LineFault {
-    /// Whether a crash in the middle of writing the line can explain the fault.
-    pub(crate) fn could_be_torn(&self) -> bool {
-        matches!(self, LineFault::Malformed(_) | LineFault::NotCanonical)
-    }
-}
-
 /// Parses one line (without its newline) and checks that it is canonical and that its
 /// hash matches its content.
 pub(crate) fn read_line(line: &[u8]) -> Result<Entry, LineFault> {

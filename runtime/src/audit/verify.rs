@@ -270,7 +270,6 @@ impl<R: BufRead> Iterator for EntryReader<R> {
                 max: MAX_LINE_BYTES,
             });
         }
-        let at_end = !complete || matches!(self.reader.fill_buf(), Ok(rest) if rest.is_empty());
         let body = if complete {
             &self.line[..self.line.len() - 1]
         } else {
@@ -284,7 +283,10 @@ impl<R: BufRead> Iterator for EntryReader<R> {
         };
         let entry = match parsed {
             Ok(entry) => entry,
-            Err(fault) if at_end && fault.could_be_torn() => {
+            // Only a final line without its newline is torn: a crash cuts a write short,
+            // it never completes a line with other bytes. A complete bad line is damage,
+            // even at the end, and is never set aside as a crash's leftover.
+            Err(_) if !complete => {
                 let len = self.line.len() as u64;
                 self.torn = Some(std::mem::take(&mut self.line));
                 return self.fail(VerifyErrorKind::TornTail { offset, len });
