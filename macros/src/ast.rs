@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn parses_the_head_and_keeps_the_body_as_written() {
-        let body = quote!({ let page = fetch(&url).await?; Ok(page) });
+        let body = quote! {{ let page = fetch(&url).await?; Ok(page) }};
         let item = ItemFn::parse(quote! {
             /// Fetches a web page.
             pub async fn fetch_page(url: String) -> Result<String, Error> #body
@@ -189,16 +189,19 @@ mod tests {
     fn anything_but_a_function_with_a_body_is_refused() {
         for item in [
             quote!(),
-            quote!(struct Mailer;),
-            quote!(struct Mailer { to: String }),
-            quote!(fn declared_only(to: String);),
-            quote!(const fn_like: fn() = || {};),
-            quote!(fn extra() {} fn tokens() {}),
+            quote! { struct Mailer; },
+            quote! { struct Mailer { to: String } },
+            quote! { fn declared_only(to: String); },
+            quote! { const fn_like: fn() = || {}; },
+            quote! { fn extra() {} fn tokens() {} },
         ] {
             let error = ItemFn::parse(item.clone())
                 .err()
                 .unwrap_or_else(|| panic!("accepted: {item}"));
-            assert_eq!(error.to_string(), "#[tool] goes on a free `fn` or `async fn`");
+            assert_eq!(
+                error.to_string(),
+                "#[tool] goes on a free `fn` or `async fn`"
+            );
         }
     }
 }
