@@ -1,8 +1,47 @@
 //! The model of a tool function: its name, documentation, parameters and return type.
 
-use syn::{Attribute, FnArg, Ident, ItemFn, Pat, ReturnType, Type};
+use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
+use syn::parse::{ParseStream, Parser};
+use syn::{Attribute, FnArg, Ident, Pat, ReturnType, Signature, Type, Visibility};
 
 use crate::ctxt::Ctxt;
+
+/// A function as `#[tool]` reads it: everything but the body is parsed. The body stays
+/// the token group it was, because the macro never looks inside it and parsing and
+/// printing it again would cost every build of the user's crate time for nothing.
+pub struct ItemFn {
+    pub attrs: Vec<Attribute>,
+    pub vis: Visibility,
+    pub sig: Signature,
+    /// The `{ … }` block, as written.
+    pub body: Group,
+}
+
+impl ItemFn {
+    /// Parses the item `#[tool]` is on; anything but a function with a body is an error.
+    pub fn parse(item: TokenStream) -> syn::Result<ItemFn> {
+        const WHERE: &str = "#[tool] goes on a free `fn` or `async fn`";
+        let mut head: Vec<TokenTree> = item.into_iter().collect();
+        let body = match head.pop() {
+            Some(TokenTree::Group(body)) if body.delimiter() == Delimiter::Brace => body,
+            other => {
+                let span = other.map_or_else(Span::call_site, |token| token.span());
+                return Err(syn::Error::new(span, WHERE));
+            }
+        };
+        let parse_head = |input: ParseStream| {
+            Ok(ItemFn {
+                attrs: input.call(Attribute::parse_outer)?,
+                vis: input.parse()?,
+                sig: input.parse()?,
+                body,
+            })
+        };
+        parse_head
+            .parse2(head.into_iter().collect())
+            .map_err(|error| syn::Error::new(error.span(), WHERE))
+    }
+}
 
 /// A tool function as the expansion needs it.
 pub struct ToolFn<'a> {
@@ -116,4 +155,53 @@ fn doc_text(attrs: &[Attribute]) -> Option<String> {
     let text = lines.join("\n");
     let text = text.trim();
     (!text.is_empty()).then(|| text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    #[test]
+    fn parses_the_head_and_keeps_the_body_as_written() {
+        let body = quote! {{ let page = fetch(&url).await?; Ok(page) }};
+        let item = ItemFn::parse(quote! {
+            /// Fetches a web page.
+            pub async fn fetch_page(url: String) -> Result<String, Error> #body
+        })
+        .unwrap();
+        assert_eq!(item.sig.ident, "fetch_page");
+        assert!(item.sig.asyncness.is_some());
+        assert_eq!(item.sig.inputs.len(), 1);
+        assert_eq!(item.attrs.len(), 1);
+        assert!(matches!(item.vis, Visibility::Public(_)));
+        assert_eq!(item.body.to_string(), body.to_string());
+    }
+
+    #[test]
+    fn a_body_rustc_would_reject_is_left_for_rustc_to_report() {
+        // The macro never reads the body, so rustc reports its errors where they are.
+        let item = ItemFn::parse(quote!(fn broken() { let = ; })).unwrap();
+        assert_eq!(item.body.to_string(), quote!({ let = ; }).to_string());
+    }
+
+    #[test]
+    fn anything_but_a_function_with_a_body_is_refused() {
+        for item in [
+            quote!(),
+            quote! { struct Mailer; },
+            quote! { struct Mailer { to: String } },
+            quote! { fn declared_only(to: String); },
+            quote! { const fn_like: fn() = || {}; },
+            quote! { fn extra() {} fn tokens() {} },
+        ] {
+            let error = ItemFn::parse(item.clone())
+                .err()
+                .unwrap_or_else(|| panic!("accepted: {item}"));
+            assert_eq!(
+                error.to_string(),
+                "#[tool] goes on a free `fn` or `async fn`"
+            );
+        }
+    }
 }

@@ -2,10 +2,10 @@
 
 use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
+use syn::FnArg;
 use syn::spanned::Spanned;
-use syn::{FnArg, ItemFn};
 
-use crate::ast::{Output as Returns, ToolFn};
+use crate::ast::{ItemFn, Output as Returns, ToolFn};
 use crate::attr::{Attrs, Output, Trust};
 use crate::check::{Checked, check};
 use crate::ctxt::Ctxt;
@@ -15,12 +15,10 @@ use crate::ctxt::Ctxt;
 pub fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut cx = Ctxt::default();
     let attrs = Attrs::parse(&mut cx, args);
-    let item: ItemFn = match syn::parse2(item.clone()) {
+    let item = match ItemFn::parse(item.clone()) {
         Ok(item) => item,
         Err(error) => {
-            let message =
-                syn::Error::new(error.span(), "#[tool] goes on a free `fn` or `async fn`")
-                    .to_compile_error();
+            let message = error.to_compile_error();
             return quote!(#item #message);
         }
     };
@@ -41,14 +39,15 @@ pub fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
 
 /// The function as written, minus the doc comments on its parameters (rustc rejects
 /// them there; they move to the arguments struct).
-fn strip_param_docs(item: &ItemFn) -> ItemFn {
-    let mut item = item.clone();
-    for input in &mut item.sig.inputs {
+fn strip_param_docs(item: &ItemFn) -> TokenStream {
+    let mut sig = item.sig.clone();
+    for input in &mut sig.inputs {
         if let FnArg::Typed(typed) = input {
             typed.attrs.retain(|attr| !attr.path().is_ident("doc"));
         }
     }
-    item
+    let (attrs, vis, body) = (&item.attrs, &item.vis, &item.body);
+    quote!(#(#attrs)* #vis #sig #body)
 }
 
 /// `fetch_page` → `FetchPage`.
