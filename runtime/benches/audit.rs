@@ -129,13 +129,21 @@ fn main() {
     let mut head_rates = vec![Vec::new(); heads.len()];
     let mut group_rates = vec![Vec::new(); groups.len()];
     let mut per_sync = vec![Vec::new(); groups.len()];
+    let lines = {
+        let dir = root.path().join("lines");
+        run_log(&dir, AuditOptions::default(), 1, entries);
+        lines_of(&dir.join(LOG_FILE))
+    };
     for round in 0..rounds {
+        // The log and the raw writes take turns going first.
+        let raw_path = root.path().join(format!("raw-{round}"));
+        let raw_first = round % 2 == 1;
+        let raw = raw_first.then(|| run_raw(&raw_path, &lines));
         let dir = root.path().join(format!("single-{round}"));
         let (elapsed, _) = run_log(&dir, AuditOptions::default(), 1, entries);
         single_us.push(per_entry_us(entries, elapsed));
         single_rates.push(rate(entries, elapsed));
-        let lines = lines_of(&dir.join(LOG_FILE));
-        let raw = run_raw(&root.path().join(format!("raw-{round}")), &lines);
+        let raw = raw.unwrap_or_else(|| run_raw(&raw_path, &lines));
         raw_us.push(per_entry_us(entries, raw));
         for (index, (_, options)) in heads.iter().enumerate() {
             let dir = root.path().join(format!("head-{index}-{round}"));

@@ -28,5 +28,13 @@ fn main() {
             || texts::copy(black_box(text.as_bytes())),
             || neutralise(black_box(&text)),
         );
+        // Part of the work: finding every `<` and `[` (a floor for bracket-dense text).
+        harness::compare(
+            &format!("neutralise/{name}: the search for `<` and `[` alone (memchr2)"),
+            "copy",
+            Goal::None,
+            || texts::copy(black_box(text.as_bytes())),
+            || memchr::memchr2_iter(b'<', b'[', black_box(text.as_bytes())).count(),
+        );
     }
 }

@@ -58,6 +58,23 @@ fn main() {
         }
     }
 
+    // The least a renderer that refuses live closers can do: copy the body and look at
+    // every `<` in it once.
+    let english = texts::english(false);
+    harness::compare(
+        &format!(
+            "render/floor: copy + one memchr scan for `<`, english ({} B)",
+            english.len()
+        ),
+        "copy of the body",
+        Goal::None,
+        || texts::copy(black_box(english.as_bytes())),
+        || {
+            let bytes = black_box(english.as_bytes());
+            (texts::copy(bytes), memchr::memchr_iter(b'<', bytes).count())
+        },
+    );
+
     // Linearity: the same mix of bodies (32 to 512 bytes, every kind of text) cycled
     // through prompts of growing length.
     let bodies = mixed_bodies();

@@ -3,8 +3,10 @@
 //! (structure, every nonce authenticated with the session key, every body checked to
 //! be neutral). Goal: ≤ 3× the scan.
 //!
-//! The prompt mixes messages, tool results and retrieved records of every kind of text
-//! (ordinary and typographic English, `<`-dense code, CJK), in sealed mode.
+//! Two prompts, in sealed mode: messages, tool results and retrieved records of ordinary
+//! English, and the same mix of every kind of text (ordinary and typographic English,
+//! `<`-dense code, CJK). `parse_sealed` runs the neutraliser over every body, so a row
+//! gives that part alone.
 //!
 //! `cargo bench -p tooltrust --bench verify [-- FILTER]`
 
@@ -14,7 +16,7 @@ mod texts;
 use std::hint::black_box;
 
 use harness::Goal;
-use tooltrust::envelope::{parse, parse_sealed};
+use tooltrust::envelope::{neutralise, parse, parse_sealed};
 use tooltrust::{
     Checksum, Id, Message, OutputKind, Renderer, RetrievedRecord, Sender, SessionKey, SourceTier,
     Trust,
@@ -25,40 +27,75 @@ const PROMPT_BYTES: usize = 1 << 20;
 fn main() {
     let key = SessionKey::from_bytes([0x5a; 32]);
     let renderer = Renderer::sealed(key.clone());
-    let prompt = prompt(&renderer);
-    let blocks = match parse_sealed(&prompt, &key) {
-        Ok(blocks) => blocks.len(),
-        Err(error) => panic!("the prompt does not verify: {error}"),
-    };
-    let brackets = memchr::memchr_iter(b'<', prompt.as_bytes()).count();
-    harness::note(&format!(
-        "verify: the prompt is {} B in {blocks} top-level blocks, with {brackets} `<`",
-        prompt.len()
-    ));
-    let scan = || memchr::memchr_iter(b'<', black_box(prompt.as_bytes())).count();
-    harness::compare(
-        &format!("verify/parse ({} B prompt)", prompt.len()),
-        "memchr scan for `<`",
-        Goal::AtMost(3.0),
-        scan,
-        || parse(black_box(&prompt)),
-    );
-    harness::compare(
-        &format!("verify/parse_sealed ({} B prompt)", prompt.len()),
-        "memchr scan for `<`",
-        Goal::AtMost(3.0),
-        scan,
-        || parse_sealed(black_box(&prompt), &key),
-    );
+    let all = texts::all();
+    let english: Vec<String> = all
+        .iter()
+        .filter(|(name, _)| *name == "english")
+        .map(|(_, text)| text.clone())
+        .collect();
+    let mixed: Vec<String> = all.into_iter().map(|(_, text)| text).collect();
+    for (name, bodies) in [("english", english), ("mixed", mixed)] {
+        let prompt = prompt(&renderer, &bodies);
+        let blocks = match parse_sealed(&prompt, &key) {
+            Ok(blocks) => blocks,
+            Err(error) => panic!("the {name} prompt does not verify: {error}"),
+        };
+        let brackets = memchr::memchr_iter(b'<', prompt.as_bytes()).count();
+        harness::note(&format!(
+            "verify: the {name} prompt is {} B in {} top-level blocks, with {brackets} `<`",
+            prompt.len(),
+            blocks.len()
+        ));
+        let scan = || memchr::memchr_iter(b'<', black_box(prompt.as_bytes())).count();
+        let size = format!("{name} prompt, {} B", prompt.len());
+        harness::compare(
+            &format!("verify/parse ({size})"),
+            "memchr scan for `<`",
+            Goal::AtMost(3.0),
+            scan,
+            || parse(black_box(&prompt)),
+        );
+        harness::compare(
+            &format!("verify/parse_sealed ({size})"),
+            "memchr scan for `<`",
+            Goal::AtMost(3.0),
+            scan,
+            || parse_sealed(black_box(&prompt), &key),
+        );
+        let bodies: Vec<&str> = leaves(&blocks);
+        harness::compare(
+            &format!("verify/parse_sealed's part: neutralise every body ({size})"),
+            "memchr scan for `<`",
+            Goal::None,
+            scan,
+            || {
+                bodies
+                    .iter()
+                    .filter(|body| neutralise(black_box(body)).findings.is_empty())
+                    .count()
+            },
+        );
+    }
 }
 
-/// About [`PROMPT_BYTES`] of blocks, separated by blank lines.
-fn prompt(renderer: &Renderer) -> String {
-    let bodies = texts::all();
+/// The bodies of the leaf blocks.
+fn leaves<'a>(blocks: &[tooltrust::envelope::ParsedBlock<'a>]) -> Vec<&'a str> {
+    blocks
+        .iter()
+        .flat_map(|block| match block.children.is_empty() {
+            true => vec![block.body],
+            false => leaves(&block.children),
+        })
+        .collect()
+}
+
+/// About [`PROMPT_BYTES`] of blocks cut from `bodies` in turn, separated by blank lines.
+fn prompt(renderer: &Renderer, bodies: &[String]) -> String {
     let mut prompt = String::with_capacity(PROMPT_BYTES + (64 << 10));
     let mut n = 0usize;
     while prompt.len() < PROMPT_BYTES {
-        let (_, text) = &bodies[n % bodies.len()];
+        // Every kind of block gets every kind of text in turn.
+        let text = &bodies[(n + n / 4) % bodies.len()];
         let rendered = match n % 4 {
             0 => renderer.message(&Message {
                 id: format!("msg-{n}"),
