@@ -46,5 +46,16 @@ fn main() {
             },
             || ToolCall::from_model(TOOL, black_box(text)),
         );
+        // With the id the provider gave the call: no id drawn from the OS.
+        harness::compare(
+            &format!("checksum/from_model_with_id {name}"),
+            "serde_json::from_str + SHA-256 of the canonical bytes",
+            GOAL,
+            || {
+                let value: Value = serde_json::from_str(black_box(text)).ok()?;
+                Some((value, Sha256::digest(black_box(canonical.as_bytes()))))
+            },
+            || ToolCall::from_model_with_id("call_7Yb2", TOOL, black_box(text)),
+        );
     }
 }

@@ -133,7 +133,7 @@ pub fn note(text: &str) {
     println!("note: {text}");
 }
 
-/// Four significant figures, without exponents.
+/// At least four significant figures, without exponents.
 fn figure(value: f64) -> String {
     let magnitude = value.abs();
     let decimals = if magnitude >= 1000.0 {
