@@ -86,19 +86,24 @@ pub fn run(
 
 fn write_block(
     out: &mut impl Write,
-    block: &ParsedBlock,
+    block: &ParsedBlock<'_>,
     parent: Option<usize>,
     index: &mut usize,
 ) -> Result<(), VerifyError> {
     let line = Line {
         tier: block.tier.name(),
-        nonce: block.nonce.as_deref(),
+        nonce: block.nonce,
         attrs: block
             .attrs
             .iter()
-            .map(|(key, value)| (key.clone(), serde_json::Value::String(value.clone())))
+            .map(|(key, value)| {
+                (
+                    (*key).to_owned(),
+                    serde_json::Value::String(value.to_string()),
+                )
+            })
             .collect(),
-        body: &block.body,
+        body: block.body,
         start: block.start,
         end: block.end,
         parent,

@@ -1,14 +1,21 @@
-//! Audit log throughput with durability.
+//! Audit log throughput with durability (DESIGN §3.9; issues 6 and 8).
 //!
 //! 1. One writer: `AuditLog::append` (each returns after its fdatasync) against raw
 //!    `write` + `fdatasync` of the very same lines, in the same directory, in the same
-//!    run (alternating, median of the rounds). Goal: at most 1.2x the raw time.
-//! 2. The head-file policy: rewritten after every batch, the default, only on close.
-//! 3. Group commit: 8 (and more) concurrent writers against one. Each writer waits for
-//!    its own sync, so with W writers one sync can cover at most W entries.
+//!    round. Goal: at most 1.2x the raw time per entry.
+//! 2. The head-file policy: rewritten after every batch, and only on close, against the
+//!    default (every 256 entries or one second).
+//! 3. Group commit: 8 (and more) concurrent writers against one writer. Each writer
+//!    waits for its own sync, so with W writers one sync can cover at most W entries.
 //!
-//! `cargo bench -p tooltrust --bench audit`; `TOOLTRUST_BENCH_ENTRIES` (default 2000)
-//! sets the entries per measurement.
+//! Every configuration is measured once per round, so all of a round's figures share
+//! the machine's state; rows pair them round by round.
+//!
+//! `cargo bench -p tooltrust --bench audit [-- FILTER]`; `TOOLTRUST_BENCH_ROUNDS`
+//! (default 5) sets the rounds and `TOOLTRUST_BENCH_ENTRIES` (default 2000) the entries
+//! per measurement.
+
+mod harness;
 
 use std::fs::OpenOptions;
 use std::io::{self, Read, Write};
@@ -17,25 +24,89 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use harness::Goal;
 use serde_json::{Value, json};
 use tooltrust::audit::{AuditLog, AuditOptions, FileStorage, LOG_FILE, Storage};
 
-const ROUNDS: usize = 5;
+/// The head-file policies compared with the default.
+fn head_policies() -> [(&'static str, AuditOptions); 2] {
+    [
+        (
+            "audit/append, head file after every batch",
+            AuditOptions {
+                head_every: 1,
+                ..AuditOptions::default()
+            },
+        ),
+        (
+            "audit/append, head file only on close",
+            AuditOptions {
+                head_every: u64::MAX,
+                head_interval: Duration::MAX,
+                ..AuditOptions::default()
+            },
+        ),
+    ]
+}
+
+/// The group-commit configurations compared with one writer, and their goals.
+fn group_configs() -> [(&'static str, u64, AuditOptions, Goal); 4] {
+    let no_gather = AuditOptions {
+        gather: Duration::ZERO,
+        ..AuditOptions::default()
+    };
+    [
+        (
+            "audit/group commit, 8 writers, no gathering",
+            8,
+            no_gather,
+            Goal::None,
+        ),
+        (
+            "audit/group commit, 8 writers",
+            8,
+            AuditOptions::default(),
+            Goal::AtLeast(10.0),
+        ),
+        (
+            "audit/group commit, 16 writers",
+            16,
+            AuditOptions::default(),
+            Goal::None,
+        ),
+        (
+            "audit/group commit, 64 writers",
+            64,
+            AuditOptions::default(),
+            Goal::None,
+        ),
+    ]
+}
+
+const SINGLE: &str = "audit/append, durable, 1 writer";
 
 fn main() {
     let entries: u64 = std::env::var("TOOLTRUST_BENCH_ENTRIES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2000);
+    let rounds = harness::rounds(5);
+    let heads: Vec<_> = head_policies()
+        .into_iter()
+        .filter(|(name, _)| harness::selected(name))
+        .collect();
+    let groups: Vec<_> = group_configs()
+        .into_iter()
+        .filter(|(name, ..)| harness::selected(name))
+        .collect();
+    if !harness::selected(SINGLE) && heads.is_empty() && groups.is_empty() {
+        return;
+    }
     let root = tempfile::tempdir().unwrap();
-    println!(
-        "audit log benchmark: {entries} entries per measurement, in {}",
-        root.path().display()
-    );
 
-    // 0. The CPU cost of an append, without I/O.
+    // The CPU cost of an append, without I/O.
     let mut cpu = Vec::new();
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         let log = AuditLog::open_with(NoIo, AuditOptions::default()).unwrap();
         let event = sample_event();
         let start = Instant::now();
@@ -44,104 +115,84 @@ fn main() {
         }
         cpu.push(start.elapsed().as_secs_f64() * 1e6 / (entries * 10) as f64);
     }
-    println!("CPU per append without I/O: {:.2} us", median(&mut cpu));
+    cpu.sort_by(f64::total_cmp);
+    harness::note(&format!(
+        "audit: {entries} entries per measurement, {rounds} rounds; CPU per append without I/O: {:.2} µs (median)",
+        cpu[cpu.len() / 2]
+    ));
 
-    // 1. One writer against raw write + fdatasync of the same bytes.
-    let mut log_rates = Vec::new();
-    let mut raw_rates = Vec::new();
-    for round in 0..ROUNDS {
+    // Per round: one writer, raw write + fdatasync of its lines, each head policy and
+    // each group-commit configuration.
+    let mut single_us = Vec::new();
+    let mut raw_us = Vec::new();
+    let mut single_rates = Vec::new();
+    let mut head_rates = vec![Vec::new(); heads.len()];
+    let mut group_rates = vec![Vec::new(); groups.len()];
+    let mut per_sync = vec![Vec::new(); groups.len()];
+    let lines = {
+        let dir = root.path().join("lines");
+        run_log(&dir, AuditOptions::default(), 1, entries);
+        lines_of(&dir.join(LOG_FILE))
+    };
+    for round in 0..rounds {
+        // The log and the raw writes take turns going first.
+        let raw_path = root.path().join(format!("raw-{round}"));
+        let raw_first = round % 2 == 1;
+        let raw = raw_first.then(|| run_raw(&raw_path, &lines));
         let dir = root.path().join(format!("single-{round}"));
         let (elapsed, _) = run_log(&dir, AuditOptions::default(), 1, entries);
-        log_rates.push(rate(entries, elapsed));
-        let lines = lines_of(&dir.join(LOG_FILE));
-        raw_rates.push(rate(
-            entries,
-            run_raw(&root.path().join(format!("raw-{round}")), &lines),
-        ));
-    }
-    let (log_rate, raw_rate) = (median(&mut log_rates), median(&mut raw_rates));
-    println!(
-        "single writer: append {log_rate:.0} entries/s, raw write+fdatasync {raw_rate:.0} entries/s, \
-         time ratio {:.3}x (goal <= 1.2x)",
-        raw_rate / log_rate
-    );
-
-    // 2. The head policy: after every batch, the default, and only on close.
-    for (policy, (name, options)) in [
-        (
-            "head file after every batch",
-            AuditOptions {
-                head_every: 1,
-                ..AuditOptions::default()
-            },
-        ),
-        (
-            "head file only on close",
-            AuditOptions {
-                head_every: u64::MAX,
-                head_interval: Duration::MAX,
-                ..AuditOptions::default()
-            },
-        ),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let mut rates = Vec::new();
-        for round in 0..ROUNDS {
-            let dir = root.path().join(format!("head-{policy}-{round}"));
-            rates.push(rate(entries, run_log(&dir, options, 1, entries).0));
+        single_us.push(per_entry_us(entries, elapsed));
+        single_rates.push(rate(entries, elapsed));
+        let raw = raw.unwrap_or_else(|| run_raw(&raw_path, &lines));
+        raw_us.push(per_entry_us(entries, raw));
+        for (index, (_, options)) in heads.iter().enumerate() {
+            let dir = root.path().join(format!("head-{index}-{round}"));
+            head_rates[index].push(rate(entries, run_log(&dir, *options, 1, entries).0));
         }
-        let rate = median(&mut rates);
-        println!(
-            "{name}: {rate:.0} entries/s (the default, head_every = {}, head_interval = {:?}, \
-             is {:.2}x as fast)",
-            AuditOptions::default().head_every,
-            AuditOptions::default().head_interval,
-            log_rate / rate
-        );
-    }
-
-    // 3. Group commit: configurations interleaved round by round, each compared with a
-    //    single writer measured in the same round.
-    let no_gather = AuditOptions {
-        gather: Duration::ZERO,
-        ..AuditOptions::default()
-    };
-    let configs = [
-        ("8 writers, no gathering", 8, no_gather),
-        ("8 writers", 8, AuditOptions::default()),
-        ("16 writers", 16, AuditOptions::default()),
-        ("64 writers", 64, AuditOptions::default()),
-    ];
-    let mut results = vec![(Vec::new(), Vec::new(), Vec::new()); configs.len()];
-    for round in 0..ROUNDS {
-        let dir = root.path().join(format!("group-1-{round}"));
-        let single = rate(
-            entries,
-            run_log(&dir, AuditOptions::default(), 1, entries).0,
-        );
-        for (index, (_, writers, options)) in configs.iter().enumerate() {
+        for (index, (_, writers, options, _)) in groups.iter().enumerate() {
             let dir = root.path().join(format!("group-{index}-{round}"));
             let (elapsed, syncs) = run_log(&dir, *options, *writers, entries);
-            let (rates, ratios, per_sync) = &mut results[index];
-            rates.push(rate(entries, elapsed));
-            ratios.push(rate(entries, elapsed) / single);
-            per_sync.push(entries as f64 / syncs as f64);
+            group_rates[index].push(rate(entries, elapsed));
+            per_sync[index].push(entries as f64 / syncs.max(1) as f64);
         }
     }
-    for ((name, _, _), (rates, ratios, per_sync)) in configs.iter().zip(&mut results) {
-        println!(
-            "{name}: {:.0} entries/s, {:.1} entries per sync, {:.2}x the single writer{}",
-            median(rates),
-            median(per_sync),
-            median(ratios),
-            if *name == "8 writers" {
-                " (goal >= 10x; at most 8x: each writer waits for its own sync)"
-            } else {
-                ""
-            }
-        );
+
+    if harness::selected(SINGLE) {
+        harness::times(
+            SINGLE,
+            "write + fdatasync of the same lines",
+            "µs/entry",
+            Goal::AtMost(1.2),
+            &raw_us,
+            &single_us,
+        )
+        .print();
+    }
+    let default_head = format!(
+        "default head policy (every {} entries or {:?})",
+        AuditOptions::default().head_every,
+        AuditOptions::default().head_interval
+    );
+    for ((name, _), rates) in heads.iter().zip(&head_rates) {
+        harness::throughput(
+            name,
+            &default_head,
+            "entries/s",
+            Goal::None,
+            &single_rates,
+            rates,
+        )
+        .print();
+    }
+    for (((name, writers, _, goal), rates), per_sync) in
+        groups.iter().zip(&group_rates).zip(&mut per_sync)
+    {
+        harness::throughput(name, "1 writer", "entries/s", *goal, &single_rates, rates).print();
+        per_sync.sort_by(f64::total_cmp);
+        harness::note(&format!(
+            "{name}: {:.1} entries per sync (median); each writer waits for its own sync, so one sync covers at most {writers}",
+            per_sync[per_sync.len() / 2]
+        ));
     }
 }
 
@@ -210,9 +261,8 @@ fn rate(entries: u64, elapsed: Duration) -> f64 {
     entries as f64 / elapsed.as_secs_f64()
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+fn per_entry_us(entries: u64, elapsed: Duration) -> f64 {
+    elapsed.as_secs_f64() * 1e6 / entries as f64
 }
 
 struct CountingSyncs {

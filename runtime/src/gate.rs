@@ -14,6 +14,7 @@
 //! rules may refine (see [`ArgumentFromTrustedBlock`]).
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use memchr::memmem;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -121,6 +122,10 @@ pub trait Rule: Send + Sync {
 pub struct NonceIndex {
     nonces: Vec<String>,
     matcher: Option<AhoCorasick>,
+    /// The length of the shortest nonce, when every nonce is made of id characters (as
+    /// every nonce the renderer makes is): a nonce can then only occur inside a run of
+    /// id characters at least that long, and the search looks only there.
+    shortest_id_run: Option<usize>,
 }
 
 impl NonceIndex {
@@ -139,6 +144,13 @@ impl NonceIndex {
                 .match_kind(MatchKind::LeftmostFirst)
                 .build(&self.nonces)
                 .ok();
+            self.shortest_id_run = self
+                .nonces
+                .iter()
+                .all(|nonce| nonce.bytes().all(is_id_byte))
+                .then(|| self.nonces.iter().map(String::len).min())
+                .flatten()
+                .filter(|&shortest| shortest > 0);
         }
     }
 
@@ -166,9 +178,13 @@ impl NonceIndex {
     }
 
     fn find_in_str(&self, matcher: &AhoCorasick, text: &str) -> Option<&str> {
-        matcher
-            .find(text)
-            .map(|found| self.nonces[found.pattern().as_usize()].as_str())
+        let found = match self.shortest_id_run {
+            Some(shortest) => find_in_id_runs(text.as_bytes(), shortest, |run| matcher.find(run)),
+            None => matcher.find(text),
+        };
+        found
+            .and_then(|found| self.nonces.get(found.pattern().as_usize()))
+            .map(String::as_str)
     }
 
     /// How many nonces the index holds.
@@ -180,6 +196,47 @@ impl NonceIndex {
     pub fn is_empty(&self) -> bool {
         self.nonces.is_empty()
     }
+}
+
+/// Whether `byte` is an id character (`[A-Za-z0-9_-]`, see [`crate::id::is_id_char`]).
+fn is_id_byte(byte: u8) -> bool {
+    crate::id::is_id_char(char::from(byte))
+}
+
+/// Calls `f` on each maximal run of id characters of `text` at least `shortest` long,
+/// in order, until it returns `Some`.
+///
+/// Any `shortest` consecutive bytes hold exactly one offset `k * shortest + shortest - 1`,
+/// so probing only those offsets finds every such run; in prose, where runs are short
+/// words, that reads about one byte in `shortest`.
+fn find_in_id_runs<'t, R>(
+    text: &'t [u8],
+    shortest: usize,
+    mut f: impl FnMut(&'t [u8]) -> Option<R>,
+) -> Option<R> {
+    let mut probe = shortest.checked_sub(1)?;
+    while let Some(&byte) = text.get(probe) {
+        if !is_id_byte(byte) {
+            probe += shortest;
+            continue;
+        }
+        let start = text[..probe]
+            .iter()
+            .rposition(|&b| !is_id_byte(b))
+            .map_or(0, |at| at + 1);
+        let end = text[probe..]
+            .iter()
+            .position(|&b| !is_id_byte(b))
+            .map_or(text.len(), |len| probe + len);
+        if end - start >= shortest
+            && let Some(found) = f(&text[start..end])
+        {
+            return Some(found);
+        }
+        // The next run starts after `end`; its probes lie beyond it.
+        probe += (end - probe) / shortest * shortest + shortest;
+    }
+    None
 }
 
 /// The gate's policy: the invariant rules, the developer's rules, and the defaults.
@@ -315,10 +372,10 @@ impl Rule for ArgumentFromTrustedBlock {
         if value.is_empty() {
             return None;
         }
-        let source = cx
-            .blocks
-            .iter()
-            .find(|block| block.trust() == Trust::Trusted && block.text().contains(value))?;
+        let value_finder = memmem::Finder::new(value);
+        let source = cx.blocks.iter().find(|block| {
+            block.trust() == Trust::Trusted && value_finder.find(block.text().as_bytes()).is_some()
+        })?;
         Some(Decision::allow(
             self.name.clone(),
             format!(
@@ -327,5 +384,110 @@ impl Rule for ArgumentFromTrustedBlock {
                 source.id()
             ),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+
+    fn index(nonces: &[&str]) -> NonceIndex {
+        let nonces: Vec<String> = nonces.iter().map(|n| (*n).to_owned()).collect();
+        let mut index = NonceIndex::default();
+        index.extend(&nonces);
+        index
+    }
+
+    fn found(index: &NonceIndex, text: &str) -> Option<String> {
+        index
+            .find_in_args(json!({ "text": text }).as_object()?)
+            .map(str::to_owned)
+    }
+
+    #[test]
+    fn finds_nonces_wherever_they_sit_in_a_run() {
+        let nonce = "0f3a9c1e5b7d2f4a6c8e0b1d3f5a7c9e";
+        let index = index(&[nonce]);
+        assert_eq!(index.shortest_id_run, Some(32));
+        for text in [
+            nonce.to_owned(),
+            format!("see {nonce}."),
+            format!("x{nonce}y"),
+            format!("a-b_c{}", nonce.to_uppercase()),
+            format!("{}{nonce}", "z".repeat(40)),
+            format!("é{nonce}é"),
+            format!("{} {nonce}", "word ".repeat(30)),
+        ] {
+            assert_eq!(found(&index, &text).as_deref(), Some(nonce), "{text}");
+        }
+        for text in [
+            String::new(),
+            nonce[..31].to_owned(),
+            format!("{} {}", &nonce[..16], &nonce[16..]),
+            format!("{}é{}", &nonce[..16], &nonce[16..]),
+        ] {
+            assert_eq!(found(&index, &text), None, "{text}");
+        }
+    }
+
+    /// A nonce alone in its run, or inside a longer one, at every offset among fillers
+    /// that are not id characters.
+    #[test]
+    fn finds_a_run_at_every_offset() {
+        for len in 1..=5 {
+            let nonce = "7a1f9".get(..len).unwrap();
+            let index = index(&[nonce]);
+            for pad in 0..3 {
+                let run = format!("{}{nonce}{}", "z".repeat(pad), "Z".repeat(2 - pad));
+                for before in 0..12 {
+                    for after in 0..3 {
+                        let text = format!("{}{run}{}", ". é".repeat(before), ".".repeat(after));
+                        assert_eq!(found(&index, &text).as_deref(), Some(nonce), "{text:?}");
+                        let text = format!("{}{nonce}{}", "!".repeat(before), "!".repeat(after));
+                        assert_eq!(found(&index, &text).as_deref(), Some(nonce), "{text:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nonces_that_are_not_ids_are_searched_everywhere() {
+        let index = index(&["a b", "m-1"]);
+        assert_eq!(index.shortest_id_run, None);
+        assert_eq!(found(&index, "xa by").as_deref(), Some("a b"));
+        assert_eq!(found(&index, "item-12").as_deref(), Some("m-1"));
+    }
+
+    proptest! {
+        /// The search through id runs finds exactly what a search of the whole text
+        /// finds: texts made of nonces (of mixed lengths, some upper-cased) and fillers
+        /// that join or split id runs.
+        #[test]
+        fn id_runs_find_what_the_whole_text_holds(
+            nonces in proptest::collection::vec("[ab0_-]{1,6}", 1..4),
+            pieces in proptest::collection::vec((0usize..8, "[ab0_ -.éAB]{0,3}"), 0..12),
+        ) {
+            let text: String = pieces
+                .iter()
+                .map(|(pick, filler)| match pick {
+                    0..=2 => nonces[pick % nonces.len()].clone(),
+                    3 => nonces[0].to_uppercase(),
+                    _ => filler.clone(),
+                })
+                .collect();
+            let nonces: Vec<String> = nonces;
+            let mut index = NonceIndex::default();
+            index.extend(&nonces);
+            let matcher = index.matcher.clone().unwrap();
+            let whole = matcher
+                .find(&text)
+                .map(|found| index.nonces[found.pattern().as_usize()].clone());
+            prop_assert!(index.shortest_id_run.is_some());
+            prop_assert_eq!(found(&index, &text), whole);
+        }
     }
 }

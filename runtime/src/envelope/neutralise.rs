@@ -38,6 +38,7 @@ mod scan;
 mod skeleton;
 
 use std::borrow::Cow;
+use std::convert::Infallible;
 
 use serde::Serialize;
 
@@ -98,6 +99,19 @@ pub enum FindingKind {
 /// ```
 #[must_use]
 pub fn neutralise(body: &str) -> Neutralised<'_> {
+    match neutralise_probing(body, |_| Ok::<(), Infallible>(())) {
+        Ok(neutralised) => neutralised,
+        Err(never) => match never {},
+    }
+}
+
+/// Like [`neutralise`], and shows `probe` the rest of the body at every ASCII `<` the
+/// scan visits, stopping at its first error. The scan visits every `<` of a body it
+/// finds nothing in, and skips only those inside the spans it rewrites.
+pub(crate) fn neutralise_probing<E>(
+    body: &str,
+    mut probe: impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<Neutralised<'_>, E> {
     let bytes = body.as_bytes();
     let mut out = Rewriter::new(body);
     let mut findings = Vec::new();
@@ -105,6 +119,11 @@ pub fn neutralise(body: &str) -> Neutralised<'_> {
     let mut pos = 0;
     while let Some(at) = candidates.next_from(pos) {
         pos = at + 1;
+        if let Some(rest) = bytes.get(at..)
+            && rest.first() == Some(&b'<')
+        {
+            probe(rest)?;
+        }
         let c = match bytes.get(at) {
             Some(&b) if b.is_ascii() => char::from(b),
             _ => match body.get(at..).and_then(|rest| rest.chars().next()) {
@@ -145,10 +164,10 @@ pub fn neutralise(body: &str) -> Neutralised<'_> {
             }
         }
     }
-    Neutralised {
+    Ok(Neutralised {
         text: out.finish(),
         findings,
-    }
+    })
 }
 
 /// What to do at a candidate.

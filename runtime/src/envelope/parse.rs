@@ -1,7 +1,9 @@
 //! The strict verifier: turns a rendered prompt back into its blocks, and rejects any
 //! prompt whose envelopes do not close exactly where the renderer closed them.
 
-use memchr::{memchr, memmem};
+use std::borrow::Cow;
+
+use memchr::memchr;
 use serde::Serialize;
 
 use super::neutralise::neutralise;
@@ -10,32 +12,32 @@ use super::{Tier, nonce_domain, unescape_attr};
 use crate::id::is_id_char;
 use crate::nonce::SessionKey;
 
-/// One block recovered from a prompt.
+/// One block recovered from a prompt, borrowing its body from the prompt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ParsedBlock {
+pub struct ParsedBlock<'a> {
     /// The block's tier.
     pub tier: Tier,
     /// The nonce in its tag name (`None` for tiers without one).
-    pub nonce: Option<String>,
+    pub nonce: Option<&'a str>,
     /// Its attributes, unescaped, in order (including `nonce`).
-    pub attrs: Vec<(String, String)>,
+    pub attrs: Vec<(&'a str, Cow<'a, str>)>,
     /// Its body exactly as rendered (empty for containers).
-    pub body: String,
+    pub body: &'a str,
     /// The child blocks of a container.
-    pub children: Vec<ParsedBlock>,
+    pub children: Vec<ParsedBlock<'a>>,
     /// Byte offset of the opening `<` in the prompt.
     pub start: usize,
     /// Byte offset just past the closing `>`.
     pub end: usize,
 }
 
-impl ParsedBlock {
+impl ParsedBlock<'_> {
     /// The value of attribute `name`, if present.
     pub fn attr(&self, name: &str) -> Option<&str> {
         self.attrs
             .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.as_ref())
     }
 }
 
@@ -90,14 +92,17 @@ pub enum ParseFault {
 /// Parses `prompt` structurally: every opener of our vocabulary must be well formed and
 /// closed by the first occurrence of its exact closer, which must sit on its own line;
 /// no closer may appear outside its block.
-pub fn parse(prompt: &str) -> Result<Vec<ParsedBlock>, ParseError> {
+pub fn parse(prompt: &str) -> Result<Vec<ParsedBlock<'_>>, ParseError> {
     Parser { prompt, key: None }.top_level()
 }
 
 /// Like [`parse`], and also authenticates a sealed prompt: every nonce must be the one
 /// `key` derives for the block's identity attributes, and every data body must already be
 /// neutral (sealed rendering neutralises all tag vocabulary).
-pub fn parse_sealed(prompt: &str, key: &SessionKey) -> Result<Vec<ParsedBlock>, ParseError> {
+pub fn parse_sealed<'a>(
+    prompt: &'a str,
+    key: &SessionKey,
+) -> Result<Vec<ParsedBlock<'a>>, ParseError> {
     Parser {
         prompt,
         key: Some(key),
@@ -105,23 +110,27 @@ pub fn parse_sealed(prompt: &str, key: &SessionKey) -> Result<Vec<ParsedBlock>, 
     .top_level()
 }
 
-struct Parser<'a> {
+struct Parser<'a, 'k> {
     prompt: &'a str,
-    key: Option<&'a SessionKey>,
+    key: Option<&'k SessionKey>,
 }
 
+/// Attribute names and unescaped values, borrowed from the prompt where no entity was
+/// unescaped.
+type Attrs<'a> = Vec<(&'a str, Cow<'a, str>)>;
+
 /// A tag of our vocabulary found at some offset.
-struct Tag {
+struct Tag<'a> {
     closing: bool,
     tier: Tier,
     /// The nonce in the tag name, for keyed tiers.
-    nonce: Option<String>,
+    nonce: Option<&'a str>,
     /// Offset just past the tier's name and nonce.
     name_end: usize,
 }
 
-impl<'a> Parser<'a> {
-    fn top_level(&self) -> Result<Vec<ParsedBlock>, ParseError> {
+impl<'a> Parser<'a, '_> {
+    fn top_level(&self) -> Result<Vec<ParsedBlock<'a>>, ParseError> {
         let bytes = self.prompt.as_bytes();
         let mut blocks = Vec::new();
         let mut at = 0;
@@ -132,7 +141,7 @@ impl<'a> Parser<'a> {
                 Some(tag) if tag.closing => {
                     return Err(ParseError {
                         offset: start,
-                        fault: ParseFault::StrayCloser(tag_name(&tag)),
+                        fault: ParseFault::StrayCloser(tag_name(tag.tier, tag.nonce)),
                     });
                 }
                 Some(tag) => {
@@ -146,14 +155,15 @@ impl<'a> Parser<'a> {
     }
 
     /// Recognises `<` or `</` followed by one of our tag names at `start`.
-    fn tag_at(&self, start: usize) -> Option<Tag> {
+    fn tag_at(&self, start: usize) -> Option<Tag<'a>> {
         let bytes = self.prompt.as_bytes();
         let (closing, name_start) = if bytes.get(start + 1) == Some(&b'/') {
             (true, start + 2)
         } else {
             (false, start + 1)
         };
-        let rest = self.prompt.get(name_start..)?;
+        let prompt = self.prompt;
+        let rest = prompt.get(name_start..)?;
         for tier in Tier::ALL {
             let Some(after) = rest.strip_prefix(tier.tag()) else {
                 continue;
@@ -165,7 +175,7 @@ impl<'a> Parser<'a> {
                     continue;
                 }
                 name_end += len;
-                Some(after[..len].to_owned())
+                Some(&after[..len])
             } else {
                 None
             };
@@ -182,34 +192,35 @@ impl<'a> Parser<'a> {
     }
 
     /// Parses the block whose opener starts at `start`.
-    fn block(&self, start: usize, tag: Tag) -> Result<ParsedBlock, ParseError> {
-        let name = tag_name(&tag);
+    fn block(&self, start: usize, tag: Tag<'a>) -> Result<ParsedBlock<'a>, ParseError> {
+        // The tag's name, for errors.
+        let name = || tag_name(tag.tier, tag.nonce);
         let (attrs, open_end) = self.attrs(tag.name_end)?;
         if let (Some(nonce), Some((_, attr))) =
-            (&tag.nonce, attrs.iter().find(|(key, _)| key == "nonce"))
+            (tag.nonce, attrs.iter().find(|(key, _)| *key == "nonce"))
             && attr != nonce
         {
             return Err(ParseError {
                 offset: start,
                 fault: ParseFault::NonceMismatch {
-                    tag: nonce.clone(),
-                    attr: attr.clone(),
+                    tag: nonce.to_owned(),
+                    attr: attr.clone().into_owned(),
                 },
             });
         }
         if self.prompt.as_bytes().get(open_end) != Some(&b'\n') {
             return Err(ParseError {
                 offset: open_end,
-                fault: ParseFault::Layout(name),
+                fault: ParseFault::Layout(name()),
             });
         }
         let body_start = open_end + 1;
-        let close = closer(tag.tier, tag.nonce.as_deref().unwrap_or(""));
+        let close = closer(tag.tier, tag.nonce.unwrap_or(""));
         let mut block = ParsedBlock {
             tier: tag.tier,
             nonce: tag.nonce,
             attrs,
-            body: String::new(),
+            body: "",
             children: Vec::new(),
             start,
             end: 0,
@@ -220,28 +231,27 @@ impl<'a> Parser<'a> {
             Tier::PeerOutput if block.attr("kind") == Some("reasoning") => Some(Tier::Thought),
             _ => None,
         };
-        let close_at = match child_tier {
-            Some(child_tier) => self.children(&mut block, child_tier, body_start, &close, &name)?,
-            None => {
-                let close_at =
-                    memmem::find(&self.prompt.as_bytes()[body_start..], close.as_bytes())
-                        .map(|found| body_start + found)
+        let close_at =
+            match child_tier {
+                Some(child_tier) => self.children(&mut block, child_tier, body_start, &close)?,
+                None => {
+                    let close_at = find_closer(self.prompt.as_bytes(), body_start, &close)
                         .ok_or_else(|| ParseError {
                             offset: start,
-                            fault: ParseFault::Unclosed(name.clone()),
+                            fault: ParseFault::Unclosed(name()),
                         })?;
-                if close_at <= body_start || self.prompt.as_bytes()[close_at - 1] != b'\n' {
-                    return Err(ParseError {
-                        offset: close_at,
-                        fault: ParseFault::Layout(name),
-                    });
+                    if close_at <= body_start || self.prompt.as_bytes()[close_at - 1] != b'\n' {
+                        return Err(ParseError {
+                            offset: close_at,
+                            fault: ParseFault::Layout(name()),
+                        });
+                    }
+                    block.body = &self.prompt[body_start..close_at - 1];
+                    close_at
                 }
-                block.body = self.prompt[body_start..close_at - 1].to_owned();
-                close_at
-            }
-        };
+            };
         block.end = close_at + close.len();
-        self.authenticate(&block, &name)?;
+        self.authenticate(&block)?;
         Ok(block)
     }
 
@@ -249,19 +259,19 @@ impl<'a> Parser<'a> {
     /// closer; returns the closer's offset.
     fn children(
         &self,
-        block: &mut ParsedBlock,
+        block: &mut ParsedBlock<'a>,
         child_tier: Tier,
         mut at: usize,
         close: &str,
-        name: &str,
     ) -> Result<usize, ParseError> {
+        let name = || tag_name(block.tier, block.nonce);
         loop {
             let child = self
                 .tag_at(at)
                 .filter(|tag| !tag.closing && tag.tier == child_tier)
                 .ok_or_else(|| ParseError {
                     offset: at,
-                    fault: ParseFault::BadChild(name.to_owned()),
+                    fault: ParseFault::BadChild(name()),
                 })?;
             let child = self.block(at, child)?;
             let after = child.end;
@@ -273,7 +283,7 @@ impl<'a> Parser<'a> {
             {
                 return Err(ParseError {
                     offset: after,
-                    fault: ParseFault::Layout(name.to_owned()),
+                    fault: ParseFault::Layout(name()),
                 });
             }
             if self
@@ -287,7 +297,7 @@ impl<'a> Parser<'a> {
                 // A peer's reasoning holds exactly one thought.
                 return Err(ParseError {
                     offset: after + 1,
-                    fault: ParseFault::BadChild(name.to_owned()),
+                    fault: ParseFault::BadChild(name()),
                 });
             }
             at = after + 1;
@@ -295,9 +305,11 @@ impl<'a> Parser<'a> {
     }
 
     /// Parses ` name="value"` pairs up to `>`; returns them and the offset past `>`.
-    fn attrs(&self, mut at: usize) -> Result<(Vec<(String, String)>, usize), ParseError> {
-        let bytes = self.prompt.as_bytes();
-        let mut attrs = Vec::new();
+    fn attrs(&self, mut at: usize) -> Result<(Attrs<'a>, usize), ParseError> {
+        let prompt = self.prompt;
+        let bytes = prompt.as_bytes();
+        // Room for every attribute the renderer writes.
+        let mut attrs = Vec::with_capacity(8);
         let malformed = |offset, why| ParseError {
             offset,
             fault: ParseFault::MalformedOpener(why),
@@ -315,19 +327,24 @@ impl<'a> Parser<'a> {
             if name_len == 0 || bytes.get(at + name_len..at + name_len + 2) != Some(b"=\"") {
                 return Err(malformed(at, "an attribute is `name=\"value\"`"));
             }
-            let name = self.prompt[at..at + name_len].to_owned();
+            let name = &prompt[at..at + name_len];
             let value_start = at + name_len + 2;
             let value_len = memchr(b'"', &bytes[value_start..])
                 .ok_or_else(|| malformed(value_start, "unterminated attribute value"))?;
-            let raw = &self.prompt[value_start..value_start + value_len];
+            let raw = &prompt[value_start..value_start + value_len];
             if raw.contains(['<', '>']) {
                 return Err(malformed(
                     value_start,
                     "unescaped `<` or `>` in an attribute",
                 ));
             }
-            let value =
-                unescape_attr(raw).ok_or_else(|| malformed(value_start, "bad `&` entity"))?;
+            let value = if raw.contains('&') {
+                Cow::Owned(
+                    unescape_attr(raw).ok_or_else(|| malformed(value_start, "bad `&` entity"))?,
+                )
+            } else {
+                Cow::Borrowed(raw)
+            };
             if attrs.iter().any(|(existing, _)| *existing == name) {
                 return Err(malformed(at, "duplicate attribute"));
             }
@@ -338,37 +355,47 @@ impl<'a> Parser<'a> {
 
     /// In sealed verification, checks the block's nonce against the key and its body
     /// for leftover tag vocabulary.
-    fn authenticate(&self, block: &ParsedBlock, name: &str) -> Result<(), ParseError> {
+    fn authenticate(&self, block: &ParsedBlock<'_>) -> Result<(), ParseError> {
         let Some(key) = self.key else {
             return Ok(());
         };
+        let name = || tag_name(block.tier, block.nonce);
         let fault = |fault| ParseError {
             offset: block.start,
             fault,
         };
-        if let Some(nonce) = &block.nonce {
+        if let Some(nonce) = block.nonce {
             let identity: Vec<&str> = match (block.attr("call"), block.attr("checksum")) {
                 (Some(call), Some(checksum)) => vec![call, checksum],
                 _ => match block.attr("id") {
                     Some(id) => vec![id],
-                    None => return Err(fault(ParseFault::Unauthenticated(name.to_owned()))),
+                    None => return Err(fault(ParseFault::Unauthenticated(name()))),
                 },
             };
             let domain = nonce_domain(block.tier, |name| block.attr(name));
-            if key.nonce(&domain, &identity) != *nonce {
-                return Err(fault(ParseFault::ForgedNonce(name.to_owned())));
+            if key.nonce(&domain, &identity) != nonce {
+                return Err(fault(ParseFault::ForgedNonce(name())));
             }
         }
         let neutral = |text: &str| neutralise(text).findings.is_empty();
-        let body_neutral =
-            block.tier == Tier::DeveloperPolicy || neutralise(&block.body).findings.is_empty();
+        let body_neutral = block.tier == Tier::DeveloperPolicy || neutral(block.body);
         if !body_neutral || !block.attrs.iter().all(|(_, value)| neutral(value)) {
-            return Err(fault(ParseFault::NotNeutralised(name.to_owned())));
+            return Err(fault(ParseFault::NotNeutralised(name())));
         }
         Ok(())
     }
 }
 
-fn tag_name(tag: &Tag) -> String {
-    tag.tier.tag_name(tag.nonce.as_deref().unwrap_or(""))
+/// The offset of the first `close` at or after `from`. It visits each `<` once, as a
+/// `memchr` scan does, and the `/` that follows a closer's `<` rules out nearly every
+/// other one before the whole closer is compared.
+fn find_closer(prompt: &[u8], from: usize, close: &str) -> Option<usize> {
+    let rest = prompt.get(from..)?;
+    memchr::memchr_iter(b'<', rest)
+        .find(|&at| rest.get(at + 1) == Some(&b'/') && rest[at..].starts_with(close.as_bytes()))
+        .map(|at| from + at)
+}
+
+fn tag_name(tier: Tier, nonce: Option<&str>) -> String {
+    tier.tag_name(nonce.unwrap_or(""))
 }

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use memchr::memmem;
 
 use super::compat::{self, RETRIEVED_DIRECTIVE, unknown_tool_warning};
-use super::neutralise::{Finding, neutralise};
+use super::neutralise::{Finding, neutralise, neutralise_probing};
 use super::{Tier, escape_attr, escape_controls, nonce_domain};
 use crate::block::Instruction;
 use crate::call::Checksum;
@@ -558,7 +558,15 @@ impl Renderer {
             }
             None => spec.public.to_owned(),
         };
-        let mut out = String::with_capacity(96);
+        let attrs_len: usize = spec
+            .attrs
+            .iter()
+            .chain(&spec.leading_compat)
+            .filter_map(|(name, value)| Some(name.len() + value.as_ref()?.len() + 4))
+            .sum();
+        // Room for the tag, the nonce twice and the attributes, unless they need escaping.
+        let mut out =
+            String::with_capacity(spec.tier.tag().len() + 2 * nonce.len() + attrs_len + 16);
         out.push('<');
         out.push_str(spec.tier.tag());
         out.push_str(&nonce);
@@ -618,14 +626,24 @@ impl Renderer {
         let tier = spec.tier;
         let (nonce, open) = self.opener(&spec, &mut rendered.findings);
         let close = closer(tier, &nonce);
-        refuse_keyed_closers(tier, body, &nonce)?;
         let body: Cow<'_, str> = match &self.key {
             Some(_) => {
-                let neutralised = neutralise(body);
+                // The neutraliser's scan visits every `<`: the live closers are looked
+                // for there rather than in a second pass over the body.
+                let neutralised =
+                    neutralise_probing(body, |rest| match live_closer_at(rest, &nonce) {
+                        Some(keyed) => Err(live_closer(tier, keyed, &nonce)),
+                        None => Ok(()),
+                    })?;
+                if !neutralised.findings.is_empty() {
+                    // The scan skipped the brackets inside the spans it rewrote.
+                    refuse_keyed_closers(tier, body, &nonce)?;
+                }
                 rendered.findings.extend(neutralised.findings);
                 neutralised.text
             }
             None => {
+                refuse_keyed_closers(tier, body, &nonce)?;
                 refuse_closers(tier, body, enclosing)?;
                 match tier {
                     Tier::Message | Tier::PeerOutput => compat::neutralise_messages(body),
@@ -647,7 +665,13 @@ impl Renderer {
 
 /// The closing tag of a block of `tier` keyed by `nonce`.
 pub(crate) fn closer(tier: Tier, nonce: &str) -> String {
-    format!("</{}>", tier.tag_name(nonce))
+    let nonce = if tier.is_keyed() { nonce } else { "" };
+    let mut closer = String::with_capacity(tier.tag().len() + nonce.len() + 3);
+    closer.push_str("</");
+    closer.push_str(tier.tag());
+    closer.push_str(nonce);
+    closer.push('>');
+    closer
 }
 
 fn refuse_closers(tier: Tier, body: &str, closers: &[&str]) -> Result<(), RenderError> {
@@ -680,13 +704,30 @@ fn refuse_keyed_closers(tier: Tier, body: &str, nonce: &str) -> Result<(), Rende
                     && before[..before.len() - keyed.tag().len()].ends_with("</")
             })
         {
-            return Err(RenderError::LiveCloser {
-                tier: tier.name(),
-                closer: closer(keyed, nonce),
-            });
+            return Err(live_closer(tier, keyed, nonce));
         }
     }
     Ok(())
+}
+
+/// The nonce-keyed tier whose closer with `nonce` starts `rest`, if any.
+fn live_closer_at(rest: &[u8], nonce: &str) -> Option<Tier> {
+    let name = rest.strip_prefix(b"</")?;
+    Tier::ALL
+        .into_iter()
+        .filter(|tier| tier.is_keyed())
+        .find(|keyed| {
+            name.strip_prefix(keyed.tag().as_bytes())
+                .and_then(|after| after.strip_prefix(nonce.as_bytes()))
+                .is_some_and(|after| after.first() == Some(&b'>'))
+        })
+}
+
+fn live_closer(tier: Tier, keyed: Tier, nonce: &str) -> RenderError {
+    RenderError::LiveCloser {
+        tier: tier.name(),
+        closer: closer(keyed, nonce),
+    }
 }
 
 fn checked_id(what: &'static str, id: &str) -> Result<(), RenderError> {
@@ -696,4 +737,33 @@ fn checked_id(what: &'static str, id: &str) -> Result<(), RenderError> {
 /// A number as JavaScript's `String(n)` writes it.
 fn format_number(value: f64) -> String {
     ryu_js::Buffer::new().format(value).to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_closers_are_recognised_exactly() {
+        let nonce = "0f3a9c1e5b7d2f4a";
+        for keyed in Tier::ALL.into_iter().filter(|tier| tier.is_keyed()) {
+            let closer = closer(keyed, nonce);
+            assert_eq!(live_closer_at(closer.as_bytes(), nonce), Some(keyed));
+            assert_eq!(
+                live_closer_at(format!("{closer} and more").as_bytes(), nonce),
+                Some(keyed)
+            );
+        }
+        for near in [
+            format!("</untrusted_content_{nonce}"),
+            format!("</untrusted_content_{nonce}0>"),
+            format!("</untrusted_content_{}>", &nonce[1..]),
+            format!("< /untrusted_content_{nonce}>"),
+            format!("<untrusted_content_{nonce}>"),
+            format!("</retrieved_corpus{nonce}>"),
+            "</".to_owned(),
+        ] {
+            assert_eq!(live_closer_at(near.as_bytes(), nonce), None, "{near}");
+        }
+    }
 }

@@ -1,11 +1,14 @@
 //! Finding the bytes where a match can begin, fast: `<` and `[` are found with `memchr`;
-//! blocks of 64 bytes that are all ASCII are skipped at once; in the others, the bytes
+//! blocks of 64 bytes that are all ASCII are skipped at once (and, up to the first
+//! non-ASCII byte after where a search starts, spans of 1 KiB); in the others, the bytes
 //! that may begin a relevant character (a lookalike of `<` or `[`, or a tag character)
 //! are flagged (in text dense with non-ASCII, by compares the compiler vectorises), and
 //! each flagged byte is confirmed by [`starts_relevant`] before the caller sees it.
 
 /// Bytes per block.
 const BLOCK: usize = 64;
+/// Bytes of ASCII skipped at once before the first non-ASCII byte.
+const SPAN: usize = 16 * BLOCK;
 /// Flag words per block: one flag bit per input byte, in eight-byte words.
 const WORDS: usize = BLOCK / 8;
 
@@ -65,13 +68,18 @@ impl<'a> Candidates<'a> {
     fn next_lead(&mut self, from: usize) -> usize {
         let to = self.bytes.len();
         let mut block = from - from % BLOCK;
+        // ASCII text goes by a span at a time, up to its first non-ASCII byte.
+        while self.block != block
+            && self
+                .bytes
+                .get(block..block + SPAN)
+                .is_some_and(<[u8]>::is_ascii)
+        {
+            block += SPAN;
+        }
         while block < to {
             if self.block != block {
-                if self
-                    .bytes
-                    .get(block..block + BLOCK)
-                    .is_some_and(<[u8]>::is_ascii)
-                {
+                if is_ascii_block(self.bytes, block) {
                     block += BLOCK;
                     continue;
                 }
@@ -92,6 +100,16 @@ impl<'a> Candidates<'a> {
         }
         to
     }
+}
+
+/// Whether the block at `start` is whole and all ASCII: one OR over its fixed-size bytes,
+/// which the compiler turns into a few vector instructions.
+#[inline(always)]
+fn is_ascii_block(bytes: &[u8], start: usize) -> bool {
+    bytes
+        .get(start..start + BLOCK)
+        .and_then(|block| <&[u8; BLOCK]>::try_from(block).ok())
+        .is_some_and(|block| block.iter().fold(0, |any, &b| any | b) < 0x80)
 }
 
 /// One set bit per byte of the block at `start` that may begin a relevant non-ASCII
@@ -238,6 +256,29 @@ mod tests {
                     }
                     assert_eq!(found, [at], "{needle:?} at {at} in {body:?}");
                 }
+            }
+        }
+    }
+
+    /// After a long run of ASCII (skipped a span at a time), around every block and span
+    /// boundary, from any starting point.
+    #[test]
+    fn finds_relevant_characters_after_long_ascii() {
+        let ascii = "plain words, no brackets. ".repeat(100);
+        let offsets = (0..ascii.len()).filter(|at| matches!(at % BLOCK, 0 | 1 | 62 | 63));
+        for at in offsets {
+            for needle in ['〈', '\u{E0041}', '«'] {
+                let mut body = ascii.clone();
+                body.insert(at, needle);
+                let bytes = body.as_bytes();
+                for from in [0, at.saturating_sub(1), at] {
+                    assert_eq!(
+                        Candidates::new(bytes).next_from(from),
+                        Some(at),
+                        "{needle:?} at {at} from {from}"
+                    );
+                }
+                assert_eq!(Candidates::new(bytes).next_from(at + 1), None);
             }
         }
     }

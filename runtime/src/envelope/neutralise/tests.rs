@@ -396,3 +396,25 @@ fn the_quick_check_rules_out_ordinary_code() {
         assert!(!rules_out(text.as_bytes(), at + 1, vocabulary), "{text}");
     }
 }
+
+/// The probe sees the rest of the body at every `<` of a body without findings, in
+/// order, and its first error stops the scan.
+#[test]
+fn the_probe_sees_every_bracket_of_a_clean_body() {
+    let body = "a < b, Vec<T>, <div>«x» 日本語 <</b> [i] <<x".repeat(3);
+    let expected: Vec<usize> = body.match_indices('<').map(|(at, _)| at).collect();
+    let mut seen = Vec::new();
+    let out = neutralise_probing(&body, |rest| {
+        seen.push(body.len() - rest.len());
+        Ok::<(), ()>(())
+    })
+    .unwrap();
+    assert!(out.findings.is_empty(), "{:?}", out.findings);
+    assert_eq!(seen, expected);
+
+    let stopped = neutralise_probing(&body, |rest| match rest.starts_with(b"<div") {
+        true => Err(body.len() - rest.len()),
+        false => Ok(()),
+    });
+    assert_eq!(stopped.err(), body.find("<div"));
+}

@@ -1,0 +1,159 @@
+//! Gate decision latency against a plain `HashMap` lookup of the tool, in the same run
+//! (DESIGN §3.7; issues 5 and 8): a registry of 1,000 tools, a tainted scope of 1,000
+//! blocks (so 1,000 live nonces), and 10 KiB of arguments that the nonce-leak rule must
+//! scan in full (none of them leaks). The subject is what a scope does before a call:
+//! look the tool up in the registry and put the call to the policy. Goal: p99 < 50 µs.
+//!
+//! `cargo bench -p tooltrust --bench gate [-- FILTER]`
+
+mod harness;
+mod texts;
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tooltrust::gate::NonceIndex;
+use tooltrust::{
+    ArgumentFromTrustedBlock, Block, Content, Effects, GateContext, Id, Outcome, OutputKind,
+    Policy, Registry, Ruling, SessionKey, Taint, Tool, ToolCall, ToolFuture, ToolSpec, Trust,
+};
+
+const TOOLS: usize = 1_000;
+const BLOCKS: usize = 1_000;
+const ARGS_BYTES: usize = 10 << 10;
+const SINGLE_CALLS: usize = 20_000;
+
+/// A tool written by hand against the runtime's trait.
+struct Numbered {
+    spec: ToolSpec,
+}
+
+impl Tool for Numbered {
+    fn spec(&self) -> ToolSpec {
+        self.spec
+    }
+
+    fn args_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "to": {"type": "string"},
+                "subject": {"type": "string"},
+                "body": {"type": "string"},
+            },
+            "required": ["to", "subject", "body"],
+        })
+    }
+
+    fn call(&self, _args: Value) -> ToolFuture<'_> {
+        Box::pin(async { Ok(Outcome::Output(Content::Text("sent".to_owned()))) })
+    }
+}
+
+fn main() {
+    let specs: Vec<ToolSpec> = (0..TOOLS)
+        .map(|i| ToolSpec {
+            name: Box::leak(format!("tool_{i:04}").into_boxed_str()),
+            description: "Sends a message on the user's behalf.",
+            trust: if i % 2 == 0 {
+                Trust::Trusted
+            } else {
+                Trust::Untrusted
+            },
+            output: OutputKind::Data,
+            effects: if i % 3 == 0 {
+                Effects::ReadOnly
+            } else {
+                Effects::Consequential
+            },
+        })
+        .collect();
+    let registry = match Registry::new(
+        specs
+            .iter()
+            .map(|&spec| Box::new(Numbered { spec }) as Box<dyn Tool>),
+    ) {
+        Ok(registry) => registry,
+        Err(error) => panic!("{error}"),
+    };
+    let by_name: HashMap<String, ToolSpec> = specs
+        .iter()
+        .map(|spec| (spec.name.to_owned(), *spec))
+        .collect();
+
+    // The scope: 1,000 blocks, every fourth one trusted, and the nonce of each.
+    let key = SessionKey::from_bytes([0x5a; 32]);
+    let recipient = "billing@example.com";
+    let blocks: Vec<Block> = (0..BLOCKS)
+        .map(|i| {
+            let id = Id::new(format!("block-{i:04}")).unwrap_or_else(|_| Id::random());
+            let mut text = texts::english_of_len(256, false, i as u64);
+            if i == BLOCKS - 4 {
+                text.push_str(&format!(" Send invoices to {recipient}."));
+            }
+            let trust = if i % 4 == 0 {
+                Trust::Trusted
+            } else {
+                Trust::Untrusted
+            };
+            Block::data(id, trust, text)
+        })
+        .collect();
+    let nonces: Vec<String> = blocks
+        .iter()
+        .map(|block| key.nonce("tool-result", &[block.id().as_str()]))
+        .collect();
+    let mut index = NonceIndex::default();
+    index.extend(&nonces);
+
+    // 10 KiB of arguments, no nonce among them.
+    let args = json!({
+        "to": recipient,
+        "subject": "Your refund",
+        "body": texts::english_of_len(ARGS_BYTES - 64, false, 7),
+    });
+    let tool = specs[TOOLS - 2].name; // consequential
+    let call = match ToolCall::from_value(tool, args) {
+        Ok(call) => call,
+        Err(error) => panic!("{error}"),
+    };
+    let scope = Id::new("scope-1").unwrap_or_else(|_| Id::random());
+
+    let policies = [
+        ("default policy", Policy::new(), Ruling::NeedsReview),
+        (
+            "default policy + an argument-from-trusted-block rule",
+            Policy::new().with_rule(ArgumentFromTrustedBlock::new(tool, "to")),
+            Ruling::Allow,
+        ),
+    ];
+    for (name, policy, expected) in &policies {
+        let decide = || {
+            let cx = GateContext {
+                call: &call,
+                registry: black_box(&registry),
+                scope: &scope,
+                taint: Taint::Tainted,
+                is_child: false,
+                blocks: &blocks,
+            };
+            policy.decide(&cx, &index)
+        };
+        let decision = decide();
+        assert_eq!(decision.ruling, *expected, "{name}: {}", decision.reason);
+        harness::latency(
+            &format!(
+                "gate/decide, {name} ({TOOLS} tools, {BLOCKS} blocks, {} nonces, {} B args)",
+                index.len(),
+                call.canonical().len()
+            ),
+            "HashMap lookup of the tool",
+            Duration::from_micros(50),
+            SINGLE_CALLS,
+            || by_name.get(black_box(call.tool())).copied(),
+            decide,
+        );
+    }
+}
