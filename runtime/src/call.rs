@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use crate::canonical::{
     JsonError, Order, Sink, emit_canonical, emit_object, emit_string, parse_strict, type_name,
 };
-use crate::id::{Id, IdError, hex};
+use crate::id::{Id, IdError, decode_hex, hex};
 
 /// A lowercase-hex SHA-256 of a call's canonical text.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -60,20 +60,12 @@ impl FromStr for Checksum {
     type Err = ChecksumParseError;
 
     fn from_str(text: &str) -> Result<Self, ChecksumParseError> {
-        let bytes = text.as_bytes();
-        if bytes.len() != 64 {
-            return Err(ChecksumParseError);
-        }
-        let nibble = |b: u8| match b {
-            b'0'..=b'9' => Ok(b - b'0'),
-            b'a'..=b'f' => Ok(b - b'a' + 10),
-            _ => Err(ChecksumParseError),
-        };
         let mut out = [0u8; 32];
-        for (slot, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-            *slot = nibble(pair[0])? << 4 | nibble(pair[1])?;
+        if decode_hex(text, &mut out, true) {
+            Ok(Checksum(out))
+        } else {
+            Err(ChecksumParseError)
         }
-        Ok(Checksum(out))
     }
 }
 

@@ -13,6 +13,9 @@
 //! Rules 1–3 hold whatever the developer adds; rules 5–6 are the defaults the developer's
 //! rules may refine (see [`ArgumentFromTrustedBlock`]).
 
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use memchr::memmem;
 use serde::Serialize;
@@ -121,7 +124,10 @@ pub trait Rule: Send + Sync {
 #[derive(Debug, Clone, Default)]
 pub struct NonceIndex {
     nonces: Vec<String>,
-    matcher: Option<AhoCorasick>,
+    known: HashSet<String>,
+    /// Built on the first search after nonces arrive, not on every arrival: a scope
+    /// gains a nonce per block, and rebuilding each time would cost the square of them.
+    matcher: OnceLock<Option<AhoCorasick>>,
     /// The length of the shortest nonce, when every nonce is made of id characters (as
     /// every nonce the renderer makes is): a nonce can then only occur inside a run of
     /// id characters at least that long, and the search looks only there.
@@ -129,21 +135,17 @@ pub struct NonceIndex {
 }
 
 impl NonceIndex {
-    /// Adds nonces; the index is rebuilt only when something new arrives.
+    /// Adds nonces; the matcher is rebuilt at the next search, and only if something new
+    /// arrived.
     pub fn extend<'a>(&mut self, nonces: impl IntoIterator<Item = &'a String>) {
         let before = self.nonces.len();
         for nonce in nonces {
-            if !self.nonces.contains(nonce) {
+            if self.known.insert(nonce.clone()) {
                 self.nonces.push(nonce.clone());
             }
         }
         if self.nonces.len() != before {
-            // Case-insensitive: a nonce that comes back upper-cased has still leaked.
-            self.matcher = AhoCorasickBuilder::new()
-                .ascii_case_insensitive(true)
-                .match_kind(MatchKind::LeftmostFirst)
-                .build(&self.nonces)
-                .ok();
+            self.matcher = OnceLock::new();
             self.shortest_id_run = self
                 .nonces
                 .iter()
@@ -154,16 +156,36 @@ impl NonceIndex {
         }
     }
 
+    fn matcher(&self) -> Option<&AhoCorasick> {
+        self.matcher
+            .get_or_init(|| {
+                // Case-insensitive: a nonce that comes back upper-cased has still leaked.
+                (!self.nonces.is_empty())
+                    .then(|| {
+                        AhoCorasickBuilder::new()
+                            .ascii_case_insensitive(true)
+                            .match_kind(MatchKind::LeftmostFirst)
+                            .build(&self.nonces)
+                            .ok()
+                    })
+                    .flatten()
+            })
+            .as_ref()
+    }
+
     /// The first live nonce found in the arguments' keys or string values, if any.
     pub fn find_in_args(&self, args: &Map<String, Value>) -> Option<&str> {
-        let matcher = self.matcher.as_ref()?;
+        if self.nonces.is_empty() {
+            return None;
+        }
+        let matcher = self.matcher();
         args.iter().find_map(|(key, value)| {
             self.find_in_str(matcher, key)
                 .or_else(|| self.find_in_value(matcher, value))
         })
     }
 
-    fn find_in_value(&self, matcher: &AhoCorasick, value: &Value) -> Option<&str> {
+    fn find_in_value(&self, matcher: Option<&AhoCorasick>, value: &Value) -> Option<&str> {
         match value {
             Value::String(text) => self.find_in_str(matcher, text),
             Value::Array(items) => items
@@ -177,7 +199,16 @@ impl NonceIndex {
         }
     }
 
-    fn find_in_str(&self, matcher: &AhoCorasick, text: &str) -> Option<&str> {
+    fn find_in_str(&self, matcher: Option<&AhoCorasick>, text: &str) -> Option<&str> {
+        let Some(matcher) = matcher else {
+            // No automaton could be built: search the slow way rather than not at all.
+            let lower = text.to_ascii_lowercase();
+            return self
+                .nonces
+                .iter()
+                .find(|nonce| lower.contains(&nonce.to_ascii_lowercase()))
+                .map(String::as_str);
+        };
         let found = match self.shortest_id_run {
             Some(shortest) => find_in_id_runs(text.as_bytes(), shortest, |run| matcher.find(run)),
             None => matcher.find(text),
@@ -359,6 +390,23 @@ impl ArgumentFromTrustedBlock {
     }
 }
 
+/// Whether `text` holds `value` as a whole token: not as part of a longer address, name
+/// or number (`ce@corp.example` is not in `alice@corp.example`).
+fn holds_token(text: &str, value: &str, finder: &memmem::Finder<'_>) -> bool {
+    let part_of_token =
+        |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || "._%+-@/:#~=&?".contains(c));
+    finder.find_iter(text.as_bytes()).any(|at| {
+        let before = text[..at].chars().next_back();
+        let mut after = text[at + value.len()..].chars();
+        // Sentence punctuation right after the value ends it ("mail alice@corp.example.").
+        let continues = match after.next() {
+            Some(c) if ".:?!,;".contains(c) => part_of_token(after.next()) && c != ',' && c != ';',
+            c => part_of_token(c),
+        };
+        !part_of_token(before) && !continues
+    })
+}
+
 impl Rule for ArgumentFromTrustedBlock {
     fn name(&self) -> &str {
         &self.name
@@ -374,7 +422,7 @@ impl Rule for ArgumentFromTrustedBlock {
         }
         let value_finder = memmem::Finder::new(value);
         let source = cx.blocks.iter().find(|block| {
-            block.trust() == Trust::Trusted && value_finder.find(block.text().as_bytes()).is_some()
+            block.trust() == Trust::Trusted && holds_token(block.text(), value, &value_finder)
         })?;
         Some(Decision::allow(
             self.name.clone(),
@@ -482,7 +530,7 @@ mod tests {
             let nonces: Vec<String> = nonces;
             let mut index = NonceIndex::default();
             index.extend(&nonces);
-            let matcher = index.matcher.clone().unwrap();
+            let matcher = index.matcher().unwrap().clone();
             let whole = matcher
                 .find(&text)
                 .map(|found| index.nonces[found.pattern().as_usize()].clone());

@@ -129,6 +129,27 @@ impl TryFrom<String> for Id {
     }
 }
 
+/// Decodes `text`, exactly `2 * out.len()` hex digits (lowercase only, or either case),
+/// into `out`; `false` when it is anything else.
+pub(crate) fn decode_hex(text: &str, out: &mut [u8], lowercase_only: bool) -> bool {
+    let nibble = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' if !lowercase_only => Some(b - b'A' + 10),
+        _ => None,
+    };
+    if text.len() != out.len() * 2 {
+        return false;
+    }
+    for (slot, pair) in out.iter_mut().zip(text.as_bytes().chunks_exact(2)) {
+        match (nibble(pair[0]), nibble(pair[1])) {
+            (Some(high), Some(low)) => *slot = high << 4 | low,
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// Lowercase hex of `bytes`.
 pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";

@@ -12,7 +12,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use zeroize::Zeroizing;
 
-use crate::id::hex;
+use crate::id::{decode_hex, hex};
 
 /// Domain separation of every derived nonce.
 const DOMAIN: &[u8] = b"tooltrust/v1";
@@ -64,13 +64,9 @@ impl SessionKey {
         let text = std::str::from_utf8(contents)
             .map_err(|_| KeyError::Format)?
             .trim();
-        if text.len() != 64 {
-            return Err(KeyError::Format);
-        }
         let mut bytes = Zeroizing::new([0u8; 32]);
-        for (slot, pair) in bytes.iter_mut().zip(text.as_bytes().chunks_exact(2)) {
-            let pair = std::str::from_utf8(pair).map_err(|_| KeyError::Format)?;
-            *slot = u8::from_str_radix(pair, 16).map_err(|_| KeyError::Format)?;
+        if !decode_hex(text, bytes.as_mut(), false) {
+            return Err(KeyError::Format);
         }
         Ok(Self::from_bytes(*bytes))
     }

@@ -783,3 +783,29 @@ fn finished_scopes_take_nothing_more_and_reused_call_ids_never_run() {
         "the reused id never ran"
     );
 }
+
+#[test]
+fn a_trusted_argument_must_be_a_whole_token_of_a_trusted_block() {
+    let policy = Policy::new().with_rule(ArgumentFromTrustedBlock::new("send_email", "to"));
+    let (session, _) = session_with(policy);
+    let scope = session.open_scope(id("agent")).unwrap();
+    call(&scope, "customer_record", r#"{"customer":"ann"}"#); // "…: email ann@example.com"
+    call(&scope, "fetch_page", r#"{"url":"https://x.example"}"#);
+    for (to, allowed) in [
+        ("ann@example.com", true),
+        ("nn@example.com", false),
+        ("ann@example.co", false),
+        ("example.com", false),
+    ] {
+        let outcome = call(
+            &scope,
+            "send_email",
+            &format!(r#"{{"to":"{to}","body":"x"}}"#),
+        );
+        assert_eq!(
+            ruling(&outcome) == Ruling::Allow,
+            allowed,
+            "{to}: {outcome:?}"
+        );
+    }
+}

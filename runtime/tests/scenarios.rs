@@ -409,6 +409,18 @@ fn every_injection_is_stopped_before_a_consequential_call_runs() {
         "attack scenarios: {} (all blocked): {by_goal:?}",
         attacks.len()
     );
+    for kind in [
+        "SendMoney",
+        "ChangePassword",
+        "EmailOut",
+        "UnknownTool",
+        "EchoNonce",
+    ] {
+        assert!(
+            by_goal.get(kind).is_some_and(|n| *n > 0),
+            "no {kind} scenario: {by_goal:?}"
+        );
+    }
 }
 
 #[test]
