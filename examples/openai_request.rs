@@ -1,14 +1,13 @@
 //! Prints the exact JSON request body a host would send to OpenAI's Chat Completions
-//! API after one tool round, and how the host reads the answer back. No network: a host
-//! sends these bytes with its own HTTP client.
+//! API after one tool round, and how the host reads the answer back. No network: these
+//! are the bytes `tooltrust_providers::OpenAiClient` sends, for a host that sends them
+//! with its own HTTP client (`live_agent` sends them for real).
 //!
 //! `cargo run --example openai_request`
 
-use tooltrust::providers::openai;
-use tooltrust::{
-    Agent, ChatMessage, Id, Instruction, Message, Model, ModelFuture, ModelRequest, Sender,
-    Session, tool, tools,
-};
+use tooltrust::agent::{Agent, ChatMessage, ModelFuture, ModelRequest};
+use tooltrust::{Id, Instruction, Message, Model, Sender, Session, tool, tools};
+use tooltrust_providers::openai;
 
 /// Looks up an order's status.
 #[tool(trusted, read_only)]
@@ -25,7 +24,7 @@ struct PrintingClient;
 
 impl Model for PrintingClient {
     fn respond<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a> {
-        let body = openai::request_body("gpt-4o", request);
+        let body = openai::request_body(request, &openai::RequestOptions::new("gpt-4o"));
         let turn = request
             .messages
             .iter()
@@ -44,7 +43,8 @@ impl Model for PrintingClient {
             r#"{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Your order shipped and arrives on 24 November."}}]}"#
         };
         let answer = openai::parse_response(response)
-            .map_err(|error| tooltrust::ModelError(error.to_string()));
+            .and_then(|completion| completion.into_message())
+            .map_err(tooltrust::agent::ModelError::new);
         Box::pin(async move { answer })
     }
 }
@@ -58,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )],
     );
     let message = Message {
-        id: "m1".into(),
+        id: Id::new("m1")?,
         sender: Sender::Principal,
         from: "Ann".into(),
         created_at: Some("2026-11-22T09:00:00Z".into()),

@@ -6,20 +6,35 @@
 
 use std::fmt;
 
+use tooltrust::agent::{Agent, CallResult, ChatMessage};
+use tooltrust::testing::ScriptedModel;
 use tooltrust::{
-    Agent, CallOutcome, CallResult, ChatMessage, Id, Instruction, Message, ScriptedModel, Sender,
-    Session, tool, tools,
+    CallOutcome, ClosedVocabulary, Id, Instruction, Message, Sender, Session, tool, tools,
 };
+
+/// The products a refund policy exists for. An instruction carries your authority, so the
+/// model may select one, never write one: a `String` parameter would not compile.
+#[derive(ClosedVocabulary)]
+#[vocabulary(rename_all = "lowercase")]
+enum Product {
+    Kettle,
+    Toaster,
+}
 
 /// Returns the refund policy that support agents must follow.
 #[tool(trusted, instruction, read_only)]
 fn refund_policy(
     /// The product the customer bought.
-    product: String,
-) -> String {
-    format!(
-        "Refunds for {product} are granted within 30 days of purchase, to the original payment method."
-    )
+    product: Product,
+) -> &'static str {
+    match product {
+        Product::Kettle => {
+            "Refunds for kettles are granted within 30 days of purchase, to the original payment method."
+        }
+        Product::Toaster => {
+            "Refunds for toasters are granted within 14 days of purchase, to the original payment method."
+        }
+    }
 }
 
 /// Fetches a web page. Anyone on the internet writes its output.
@@ -98,7 +113,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .call("fetch_page", r#"{"url": "https://a.example""#)
         .answer("Refunds take 30 days; your refund email is waiting for review.");
     let message = Message {
-        id: "m1".into(),
+        id: Id::new("m1")?,
         sender: Sender::Principal,
         from: "Ann".into(),
         created_at: None,
@@ -128,6 +143,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             CallResult::Outcome(CallOutcome::Withheld { error, .. }) => {
                 format!("output withheld: {error}")
             }
+            other => format!("{other:?}"),
         };
         println!("  {line}");
     }

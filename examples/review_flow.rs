@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
+use tooltrust::event::{Event, MemoryRecorder};
+use tooltrust::quarantine::Exit;
 use tooltrust::quarantine::{EncryptedStore, Kek};
 use tooltrust::review::VerdictFuture;
-use tooltrust::{
-    Event, Exit, Handoff, Id, Material, MemoryRecorder, Reviewer, RuleJudge, Scope, Session, Taint,
-    ToolCall, Verdict, tool, tools,
-};
+use tooltrust::review::{Material, Reviewer, RuleJudge, Verdict};
+use tooltrust::session::Handoff;
+use tooltrust::{Id, Scope, Session, Taint, ToolCall, tool, tools};
 
 /// Reads a supplier's price list from their website.
 #[tool(untrusted, read_only)]
@@ -82,7 +83,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The child's author cannot review its own work.
     let denied = session.open_review(
-        tooltrust::Subject::Output(handle.key.clone()),
+        tooltrust::review::Subject::Output(handle.key.clone()),
         vec![Arc::new(PriceReviewer {
             id: Id::new("buyer-agent")?,
         })],
@@ -94,7 +95,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let review = session.open_review(
-        tooltrust::Subject::Output(handle.key.clone()),
+        tooltrust::review::Subject::Output(handle.key.clone()),
         vec![Arc::new(PriceReviewer {
             id: Id::new("price-reviewer")?,
         })],
@@ -117,7 +118,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         parent.taint()?
     );
 
-    let block = session.release(&handle.key, &parent)?;
+    let block = parent.release(&handle.key)?;
     let released = parent.blocks()?.into_iter().find(|b| *b.id() == block);
     if let Some(released) = released {
         println!(

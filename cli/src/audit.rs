@@ -6,23 +6,35 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use serde_json::Value;
+use tooltrust::Id;
 use tooltrust::audit::{
     Entry, EntryReader, Head, HeadError, VerifyError, VerifyErrorKind, VerifyReport, verify,
 };
+use tooltrust_store::{ChainError, Location, STORE_ENV};
+
+use crate::store::{self, StoreArgs, parse_id};
 
 #[derive(Subcommand)]
 pub enum AuditCommand {
-    /// Verifies an audit log, alone or against a pinned head.
+    /// Verifies an audit log, alone or against a pinned head: a file, or a tenant's
+    /// chain in a store (--sqlite FILE, --postgres URL, or TOOLTRUST_STORE).
     ///
-    /// Every entry must be canonical, hashed and chained, and, with --head, the log must
-    /// still hold the pinned head. Prints `ok: N entries, head <hash>` (exit status 0),
-    /// or the first bad seq and why (exit status 1).
+    /// Every entry must be canonical, hashed and chained, a store's chain must end at
+    /// its head row, and, with --head, the log must still hold the pinned head. Prints
+    /// `ok: N entries, head <hash>` (exit status 0), or the first bad seq and why (exit
+    /// status 1).
     Verify {
-        /// The log (`audit.jsonl`).
-        file: PathBuf,
+        /// The log (`audit.jsonl`); omit it to verify a store's chain.
+        #[arg(conflicts_with_all = ["sqlite", "postgres"])]
+        file: Option<PathBuf>,
         /// A head record pinned earlier (`{"hash":"…","seq":N}`, as in `audit.head`).
         #[arg(long, value_name = "HEADFILE")]
         head: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The tenant whose chain to verify in a store.
+        #[arg(long, value_parser = parse_id, default_value = "default")]
+        tenant: Id,
     },
     /// Prints an audit log's entries for a human, then whether it verifies.
     ///
@@ -37,6 +49,12 @@ pub enum AuditCommand {
 /// Why a command could not run at all (a bad log is a result, not an error).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The store could not be opened or read.
+    #[error(transparent)]
+    Store(#[from] store::Error),
+    /// Neither a file nor a store was given.
+    #[error("give a log file, --sqlite FILE or --postgres URL (or set {STORE_ENV})")]
+    NothingToVerify,
     /// The head file is unreadable or malformed.
     #[error(transparent)]
     Head(#[from] HeadError),
@@ -56,13 +74,58 @@ pub enum Error {
 /// Runs a command; `Ok(false)` means the log failed verification.
 pub fn run(command: AuditCommand, out: &mut impl Write) -> Result<bool, Error> {
     match command {
-        AuditCommand::Verify { file, head } => {
+        AuditCommand::Verify {
+            file,
+            head,
+            store,
+            tenant,
+        } => {
             let head = head.map(Head::read).transpose()?;
-            let result = verify(&file, head.as_ref());
-            report(&file, result, out)
+            match (file, store.location()?) {
+                (Some(file), _) => {
+                    let result = verify(&file, head.as_ref());
+                    report(&file, result, out)
+                }
+                (None, Some(location)) => verify_store(&location, tenant, head, out),
+                (None, None) => Err(Error::NothingToVerify),
+            }
         }
         AuditCommand::Show { file } => show(&file, out),
     }
+}
+
+fn verify_store(
+    location: &Location,
+    tenant: Id,
+    head: Option<Head>,
+    out: &mut impl Write,
+) -> Result<bool, Error> {
+    let (runtime, store) = store::open(location)?;
+    let result = runtime.block_on(store.for_tenant(tenant).verify_chain(head));
+    runtime.block_on(store.close());
+    match result {
+        Ok(report) => print_ok(&report, out),
+        Err(ChainError::Invalid(error)) => print_failure(&error, out),
+        Err(ChainError::Store(error)) => Err(store::Error::from(error).into()),
+        Err(damage) => {
+            writeln!(out, "FAILED: {damage}")?;
+            Ok(false)
+        }
+    }
+}
+
+fn print_ok(report: &VerifyReport, out: &mut impl Write) -> Result<bool, Error> {
+    writeln!(
+        out,
+        "ok: {} entries, head {}",
+        report.entries, report.head.hash
+    )?;
+    Ok(true)
+}
+
+fn print_failure(error: &VerifyError, out: &mut impl Write) -> Result<bool, Error> {
+    writeln!(out, "FAILED: first bad seq {}: {}", error.seq, error.kind)?;
+    Ok(false)
 }
 
 fn report(
@@ -71,14 +134,7 @@ fn report(
     out: &mut impl Write,
 ) -> Result<bool, Error> {
     match result {
-        Ok(report) => {
-            writeln!(
-                out,
-                "ok: {} entries, head {}",
-                report.entries, report.head.hash
-            )?;
-            Ok(true)
-        }
+        Ok(report) => print_ok(&report, out),
         Err(VerifyError {
             kind: VerifyErrorKind::Io(message),
             ..
@@ -86,10 +142,7 @@ fn report(
             path: file.to_path_buf(),
             source: io::Error::other(message),
         }),
-        Err(error) => {
-            writeln!(out, "FAILED: first bad seq {}: {}", error.seq, error.kind)?;
-            Ok(false)
-        }
+        Err(error) => print_failure(&error, out),
     }
 }
 
@@ -143,7 +196,7 @@ fn json_text(value: &Value) -> String {
 
 /// `text` with control characters (C0, DEL, C1) and bidirectional-formatting
 /// characters written as `\uXXXX`.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');

@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use tooltrust::{JsonError, canonical_json, parse_strict};
+use tooltrust::canonical::{JsonError, canonical_json, parse_strict};
 
 /// Why a document has no canonical form.
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,7 @@
 //! - an envelope vector file: a JSON array of objects with `kind`, `input`, `rendered`;
 //! - an RFC 8785 directory: `input/NAME.json` must canonicalise to `output/NAME.json`.
 //!
-//! One entry is one case, checked by `tooltrust::conformance` (the same checks the
+//! One entry is one case, checked by `tooltrust::testing::conformance` (the same checks the
 //! runtime's tests run). A case passes only when every field it has matched; an entry of a
 //! shape or kind this command does not know fails, it is never skipped, and fields it does
 //! not know are reported.
@@ -16,8 +16,8 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use serde_json::{Map, Value};
-use tooltrust::conformance;
-use tooltrust::parse_strict;
+use tooltrust::canonical::parse_strict;
+use tooltrust::testing::conformance;
 
 /// What [`run`] found.
 #[derive(Debug, Default)]

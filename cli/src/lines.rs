@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::Value;
-use tooltrust::parse_strict;
+use tooltrust::canonical::parse_strict;
 
 /// Why a command could not go through its input.
 #[derive(Debug, thiserror::Error)]

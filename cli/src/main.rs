@@ -1,12 +1,14 @@
 //! The `tooltrust` command: canonical JSON, call checksums, rendering, verification,
-//! conformance checks and audit logs.
+//! conformance checks, audit logs and the review queue of a store.
 
 mod audit;
 mod canon;
 mod checksum;
 mod conform;
 mod lines;
+mod pending;
 mod render;
+mod store;
 mod verify;
 
 use std::io::{self, Write};
@@ -14,7 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tooltrust::{Renderer, SessionKey};
+use tooltrust::envelope::{Renderer, SessionKey};
 
 #[derive(Parser)]
 #[command(
@@ -76,6 +78,10 @@ enum Command {
         /// The input; standard input when absent.
         file: Option<PathBuf>,
     },
+    /// Lists, shows and decides the calls held for review in a store (--sqlite FILE,
+    /// --postgres URL, or TOOLTRUST_STORE=sqlite:PATH|postgres://…; the flags win).
+    #[command(subcommand)]
+    Pending(pending::PendingCommand),
     /// Parses a rendered prompt strictly and writes its blocks as JSON lines; exit status 1
     /// with the offending position when it does not close exactly as rendered. With
     /// `--key-file`, also authenticates every nonce of a sealed prompt.
@@ -118,12 +124,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut stdout = io::stdout().lock();
     let outcome = match cli.command {
-        Command::Audit(command) => audit::run(command, &mut stdout).map_err(|e| e.to_string()),
+        Command::Audit(command) => {
+            audit::run(command, &mut stdout).map_err(|e| store::describe(&e))
+        }
         Command::Canon { file } => canon::run(&file, &mut stdout).map_err(|e| e.to_string()),
         Command::Checksum { file } => {
             checksum::run(file.as_deref(), &mut stdout).map_err(|e| e.to_string())
         }
         Command::Conform { paths } => conform::run(&paths, &mut stdout).map_err(|e| e.to_string()),
+        Command::Pending(command) => {
+            pending::run(command, &mut stdout).map_err(|e| store::describe(&e))
+        }
         Command::Render {
             mode,
             tier,

@@ -8,9 +8,9 @@ use clap::ValueEnum;
 use serde::Serialize;
 use serde_json::Value;
 use tooltrust::envelope::Finding;
-use tooltrust::{
-    Message, OutputKind, Renderer, RetrievedRecord, Sender, SourceTier, ToolCall, Trust,
-};
+use tooltrust::envelope::Renderer;
+use tooltrust::tool::{OutputKind, RetrievedRecord, SourceTier};
+use tooltrust::{Id, Message, Sender, ToolCall, Trust};
 
 use crate::lines::{LinesError, answer_file, optional_string, required_string};
 
@@ -25,7 +25,7 @@ pub enum Tier {
     /// A user's message: `id` is required.
     Message,
     /// A retrieved record: `id` is required; `tier` (`first-party` by default,
-    /// `third-party-public`, `third-party-private`) and `source` are optional.
+    /// `third-party-public`, `third-party-private`), `source` and `kind` are optional.
     Retrieved,
 }
 
@@ -73,7 +73,8 @@ fn render_line(renderer: &Renderer, tier: Tier, line: &Value) -> Result<Answer, 
             )
         }
         Tier::Message => renderer.message(&Message {
-            id: id.ok_or("a message needs an `id`")?.to_owned(),
+            id: Id::new(id.ok_or("a message needs an `id`")?)
+                .map_err(|e| format!("invalid message id: {e}"))?,
             sender: Sender::User,
             from: "user".into(),
             created_at: None,
@@ -87,12 +88,13 @@ fn render_line(renderer: &Renderer, tier: Tier, line: &Value) -> Result<Answer, 
                 other => return Err(format!("unknown record tier {other:?}")),
             };
             renderer.retrieved(&[RetrievedRecord {
-                id: id.ok_or("a retrieved record needs an `id`")?.to_owned(),
+                id: Id::new(id.ok_or("a retrieved record needs an `id`")?)
+                    .map_err(|e| format!("invalid retrieved record id: {e}"))?,
                 content: text.to_owned(),
                 tier,
                 source: optional_string(line, "source")?.map(str::to_owned),
                 created_at: None,
-                kind: None,
+                kind: optional_string(line, "kind")?.map(str::to_owned),
                 score: None,
             }])
         }

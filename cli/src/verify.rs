@@ -5,7 +5,7 @@ use std::io::{self, Read, Write};
 use std::path::Path;
 
 use serde::Serialize;
-use tooltrust::SessionKey;
+use tooltrust::envelope::SessionKey;
 use tooltrust::envelope::{ParsedBlock, parse, parse_sealed};
 
 /// Why the command could not run.

@@ -20,7 +20,7 @@ pub struct ItemFn {
 impl ItemFn {
     /// Parses the item `#[tool]` is on; anything but a function with a body is an error.
     pub fn parse(item: TokenStream) -> syn::Result<ItemFn> {
-        const WHERE: &str = "#[tool] goes on a free `fn` or `async fn`";
+        const WHERE: &str = "#[tool] goes on a free `fn` or `async fn` (or on a method of an `impl` block marked #[toolbox])";
         let mut head: Vec<TokenTree> = item.into_iter().collect();
         let body = match head.pop() {
             Some(TokenTree::Group(body)) if body.delimiter() == Delimiter::Brace => body,
@@ -43,23 +43,42 @@ impl ItemFn {
     }
 }
 
+/// Where a tool function sits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// A free function under `#[tool]`.
+    Free,
+    /// A method of a `#[toolbox]` impl block.
+    Method,
+}
+
 /// A tool function as the expansion needs it.
 pub struct ToolFn<'a> {
     pub item: &'a ItemFn,
     /// The function's name without `r#`.
     pub name: String,
-    /// The doc comment, if any, as the developer wrote it.
-    pub doc: Option<String>,
+    /// The doc comment, as the developer wrote it.
+    pub doc: Doc,
     pub params: Vec<Param<'a>>,
     pub output: Output<'a>,
 }
 
-/// One parameter: it becomes a field of the arguments struct.
+/// One parameter: an argument the model sends (a field of the arguments struct), or a
+/// context the host supplies.
 pub struct Param<'a> {
     pub ident: &'a Ident,
     pub ty: &'a Type,
     /// `#[doc]` attributes, moved onto the field.
     pub docs: Vec<&'a Attribute>,
+    pub kind: ParamKind<'a>,
+}
+
+/// What fills a parameter.
+pub enum ParamKind<'a> {
+    /// The model, through the arguments JSON.
+    Argument,
+    /// The host, through the scope: `Context<T>`, with `T` here.
+    Context(&'a Type),
 }
 
 /// What the function returns.
@@ -71,22 +90,134 @@ pub enum Output<'a> {
     Result(&'a Type),
 }
 
+/// A doc comment: the text of `///` lines and `#[doc = "…"]`, and any `#[doc = …]`
+/// expression (`include_str!("…")`) kept for the compiler to expand.
+pub struct Doc {
+    fragments: Vec<Fragment>,
+}
+
+enum Fragment {
+    Text(String),
+    Expr(TokenStream),
+}
+
+impl Doc {
+    fn of(attrs: &[Attribute]) -> Doc {
+        let mut fragments = Vec::new();
+        for attr in attrs.iter().filter(|attr| attr.path().is_ident("doc")) {
+            if let syn::Meta::NameValue(pair) = &attr.meta {
+                fragments.push(match &pair.value {
+                    syn::Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Str(text),
+                        ..
+                    }) => Fragment::Text(text.value()),
+                    expr => Fragment::Expr(quote::quote!(#expr)),
+                });
+            }
+        }
+        Doc { fragments }
+    }
+
+    /// The text, unindented as rustdoc renders it, when the comment has no expression;
+    /// `None` when it has none at all or only blank lines.
+    pub fn text(&self) -> Option<String> {
+        let texts: Vec<&str> = self
+            .fragments
+            .iter()
+            .map(|fragment| match fragment {
+                Fragment::Text(text) => Some(text.as_str()),
+                Fragment::Expr(_) => None,
+            })
+            .collect::<Option<_>>()?;
+        let text = unindent(&texts);
+        let text = text.trim();
+        (!text.is_empty()).then(|| text.to_owned())
+    }
+
+    /// Whether the comment holds an expression (its text is known only to the compiler).
+    pub fn has_expr(&self) -> bool {
+        self.fragments
+            .iter()
+            .any(|fragment| matches!(fragment, Fragment::Expr(_)))
+    }
+
+    /// A `&'static str` expression of the comment: literal text unindented as rustdoc
+    /// renders it, expressions as they are, joined by newlines with `concat!`.
+    pub fn expr(&self) -> TokenStream {
+        let texts: Vec<&str> = self
+            .fragments
+            .iter()
+            .filter_map(|fragment| match fragment {
+                Fragment::Text(text) => Some(text.as_str()),
+                Fragment::Expr(_) => None,
+            })
+            .collect();
+        let indent = min_indent(&texts);
+        let pieces = self.fragments.iter().map(|fragment| match fragment {
+            Fragment::Text(text) => {
+                let lines: Vec<&str> = text.lines().map(|line| cut(line, indent)).collect();
+                let text = lines.join("\n");
+                quote::quote!(#text)
+            }
+            Fragment::Expr(expr) => expr.clone(),
+        });
+        let mut joined = Vec::new();
+        for (i, piece) in pieces.enumerate() {
+            if i > 0 {
+                joined.push(quote::quote!("\n"));
+            }
+            joined.push(piece);
+        }
+        quote::quote!(::core::concat!(#(#joined),*))
+    }
+}
+
+/// Joins `texts` (one per doc attribute) as rustdoc renders them: each line loses the
+/// indentation every non-blank line shares, trailing whitespace goes.
+fn unindent(texts: &[&str]) -> String {
+    let indent = min_indent(texts);
+    texts
+        .iter()
+        .flat_map(|text| text.lines())
+        .map(|line| cut(line, indent).trim_end())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn min_indent(texts: &[&str]) -> usize {
+    texts
+        .iter()
+        .flat_map(|text| text.lines())
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| line.len() - line.trim_start().len())
+        .min()
+        .unwrap_or(0)
+}
+
+fn cut(line: &str, indent: usize) -> &str {
+    let leading = line.len() - line.trim_start().len();
+    &line[leading.min(indent)..]
+}
+
 impl<'a> ToolFn<'a> {
-    /// Models `item`, recording an error for every parameter it cannot model.
-    pub fn from_syn(cx: &mut Ctxt, item: &'a ItemFn) -> ToolFn<'a> {
+    /// Models `item`, recording an error for every parameter it cannot model. A method
+    /// must take `&self` first; a free function takes no receiver.
+    pub fn from_syn(cx: &mut Ctxt, item: &'a ItemFn, place: Place) -> ToolFn<'a> {
         let mut params = Vec::new();
+        let mut has_receiver = false;
         for input in &item.sig.inputs {
             match input {
-                FnArg::Receiver(receiver) => cx.error_spanned_by(
-                    receiver.self_token,
-                    "#[tool] goes on a free function, not a method: remove `self` and pass what the tool needs as parameters or through a `static`/`OnceLock`",
-                ),
+                FnArg::Receiver(receiver) => {
+                    has_receiver = true;
+                    check_receiver(cx, receiver, place);
+                }
                 FnArg::Typed(typed) => match &*typed.pat {
                     Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
                         params.push(Param {
                             ident: &pat.ident,
                             ty: &typed.ty,
                             docs: typed.attrs.iter().filter(|a| a.path().is_ident("doc")).collect(),
+                            kind: context_of(&typed.ty).map_or(ParamKind::Argument, ParamKind::Context),
                         });
                     }
                     other => cx.error_spanned_by(
@@ -96,6 +227,12 @@ impl<'a> ToolFn<'a> {
                 },
             }
         }
+        if place == Place::Method && !has_receiver {
+            cx.error_spanned_by(
+                &item.sig.ident,
+                "a #[tool] method of a #[toolbox] takes `&self` first: the tool runs on the toolbox's value; make it `fn name(&self, …)`, or move it out of the impl block as a free `#[tool]` function",
+            );
+        }
         let output = match &item.sig.output {
             ReturnType::Default => Output::Value(None),
             ReturnType::Type(_, ty) if is_result(ty) => Output::Result(ty),
@@ -104,10 +241,58 @@ impl<'a> ToolFn<'a> {
         ToolFn {
             item,
             name: unraw(&item.sig.ident),
-            doc: doc_text(&item.attrs),
+            doc: Doc::of(&item.attrs),
             params,
             output,
         }
+    }
+
+    /// The parameters the model fills.
+    pub fn arguments(&self) -> impl Iterator<Item = &Param<'a>> {
+        self.params
+            .iter()
+            .filter(|param| matches!(param.kind, ParamKind::Argument))
+    }
+}
+
+fn check_receiver(cx: &mut Ctxt, receiver: &syn::Receiver, place: Place) {
+    match place {
+        Place::Free => cx.error_spanned_by(
+            receiver.self_token,
+            "#[tool] on a free function takes no `self`; for tools with state, put the methods in an `impl` block marked #[toolbox]",
+        ),
+        Place::Method => match &receiver.kind {
+            syn::ReceiverKind::Reference(_, _, None) => {}
+            syn::ReceiverKind::Reference(_, _, Some(_)) => cx.error_spanned_by(
+                receiver,
+                "a #[tool] method takes `&self`, not `&mut self`: calls run concurrently; keep what changes behind a `Mutex` or an atomic in the toolbox",
+            ),
+            _ => cx.error_spanned_by(
+                receiver,
+                "a #[tool] method takes `&self`: the registry shares the toolbox between calls (and runs them concurrently), so it cannot give it away",
+            ),
+        },
+    }
+}
+
+/// `T` when `ty` is `Context<T>` (by its last path segment, so `tooltrust::Context<T>`
+/// is one too).
+fn context_of(ty: &Type) -> Option<&Type> {
+    let Type::Path(path) = ty else {
+        return None;
+    };
+    let segment = path.path.segments.last()?;
+    if path.qself.is_some() || segment.ident != "Context" {
+        return None;
+    }
+    match &segment.arguments {
+        syn::PathArguments::AngleBracketed(args) if args.args.len() == 1 => {
+            match args.args.first()? {
+                syn::GenericArgument::Type(inner) => Some(inner),
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }
 
@@ -128,33 +313,6 @@ fn is_result(ty: &Type) -> bool {
         Type::Paren(paren) => is_result(&paren.elem),
         _ => false,
     }
-}
-
-/// The text of the `///` comments on an item: one leading space per line removed,
-/// lines joined with newlines, surrounding blank lines dropped.
-fn doc_text(attrs: &[Attribute]) -> Option<String> {
-    let lines: Vec<String> = attrs
-        .iter()
-        .filter(|attr| attr.path().is_ident("doc"))
-        .filter_map(|attr| match &attr.meta {
-            syn::Meta::NameValue(pair) => match &pair.value {
-                syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Str(text),
-                    ..
-                }) => Some(text.value()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .flat_map(|text| {
-            text.lines()
-                .map(|line| line.strip_prefix(' ').unwrap_or(line).trim_end().to_owned())
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    let text = lines.join("\n");
-    let text = text.trim();
-    (!text.is_empty()).then(|| text.to_owned())
 }
 
 #[cfg(test)]
@@ -200,7 +358,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("accepted: {item}"));
             assert_eq!(
                 error.to_string(),
-                "#[tool] goes on a free `fn` or `async fn`"
+                "#[tool] goes on a free `fn` or `async fn` (or on a method of an `impl` block marked #[toolbox])"
             );
         }
     }

@@ -1,6 +1,6 @@
 //! The grammar of `#[tool(...)]`:
 //! `trusted | untrusted`, `data | instruction`, `read_only`, `name = "…"`,
-//! `description = "…"`, separated by commas, each at most once.
+//! `description = "…"`, `crate = "…"`, separated by commas, each at most once.
 
 use proc_macro2::{Span, TokenStream};
 use syn::parse::Parser;
@@ -18,6 +18,7 @@ const KEYS: &[&str] = &[
     "read_only",
     "name",
     "description",
+    "crate",
 ];
 
 /// How far the tool's output may be trusted.
@@ -49,6 +50,8 @@ pub struct Attrs {
     pub read_only: Option<Span>,
     pub name: Option<LitStr>,
     pub description: Option<LitStr>,
+    /// The path of the `tooltrust` crate, for crates that re-export it.
+    pub krate: Option<syn::Path>,
     /// Where the attribute is, for errors about what it lacks.
     pub span: Span,
 }
@@ -62,6 +65,7 @@ impl Attrs {
             read_only: None,
             name: None,
             description: None,
+            krate: None,
             span: Span::call_site(),
         };
         let metas = match Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args) {
@@ -78,6 +82,12 @@ impl Attrs {
     }
 
     fn apply(&mut self, cx: &mut Ctxt, meta: Meta) {
+        if meta.path().is_ident("crate") {
+            if let Some(path) = crate_path(cx, &meta, self.krate.is_some()) {
+                self.krate = Some(path);
+            }
+            return;
+        }
         let Some(key) = meta.path().get_ident().map(ToString::to_string) else {
             cx.error_spanned_by(meta.path(), unknown_key_message(&path_text(meta.path())));
             return;
@@ -162,6 +172,46 @@ impl Attrs {
                 ),
             _ => cx.error_spanned_by(meta.path(), unknown_key_message(&key)),
         }
+    }
+}
+
+/// Parses `crate = "path::to::tooltrust"`, recording what is wrong with it.
+pub fn crate_path(cx: &mut Ctxt, meta: &Meta, duplicate: bool) -> Option<syn::Path> {
+    let Meta::NameValue(pair) = meta else {
+        cx.error_spanned_by(
+            meta,
+            "`crate` takes the path of tooltrust as a string: `crate = \"my_crate::tooltrust\"`",
+        );
+        return None;
+    };
+    if duplicate {
+        cx.error_spanned_by(&pair.path, "duplicate `crate`; declare it once");
+        return None;
+    }
+    let Some(text) = string_literal(&pair.value) else {
+        cx.error_spanned_by(
+            &pair.value,
+            "`crate` takes the path of tooltrust as a string: `crate = \"my_crate::tooltrust\"`",
+        );
+        return None;
+    };
+    match text.parse::<syn::Path>() {
+        Ok(path) => Some(path),
+        Err(_) => {
+            cx.error_spanned_by(
+                &text,
+                format!("`{}` is not a path: write the path through which your crate reaches tooltrust, like `my_crate::tooltrust`", text.value()),
+            );
+            None
+        }
+    }
+}
+
+/// `crate`'s path as generated code names it: the given path, or `::tooltrust`.
+pub fn krate_tokens(krate: Option<&syn::Path>) -> TokenStream {
+    match krate {
+        Some(path) => quote::quote!(#path),
+        None => quote::quote!(::tooltrust),
     }
 }
 

@@ -1,6 +1,8 @@
 //! The rules that span the attribute and the function. Every rule runs, so that all
 //! errors are reported together.
 
+use proc_macro2::TokenStream;
+use quote::quote;
 use syn::{Safety, Type};
 
 use crate::ast::{Output as Returns, ToolFn};
@@ -13,7 +15,8 @@ pub struct Checked {
     pub output: Output,
     pub read_only: bool,
     pub name: String,
-    pub description: String,
+    /// A `&'static str` expression: a literal, or `concat!` of the doc comment's parts.
+    pub description: TokenStream,
 }
 
 /// Applies every rule; `None` when any failed (the errors are in `cx`).
@@ -47,10 +50,7 @@ fn check_trust(cx: &mut Ctxt, attrs: &Attrs) -> Option<Trust> {
     if let (Trust::Untrusted, Some(output)) = (trust.value, attrs.output)
         && output.value == Output::Instruction
     {
-        cx.error_at(
-            output.span,
-            "an `untrusted` tool cannot declare `instruction` output: outsiders write its output, and instructions carry your authority; remove `instruction` (its output is then rendered as data the model reads but never obeys)",
-        );
+        cx.error_at(output.span, tooltrust_internals::UNTRUSTED_INSTRUCTION);
         cx.error_at(
             trust.span,
             "the tool is declared `untrusted` here; if you write every byte of its output yourself, declare it `trusted` instead",
@@ -64,12 +64,7 @@ fn check_name(cx: &mut Ctxt, attrs: &Attrs, tool: &ToolFn<'_>) -> Option<String>
         Some(literal) => (literal.value(), literal.span()),
         None => (tool.name.clone(), tool.item.sig.ident.span()),
     };
-    let valid = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if valid {
+    if tooltrust_internals::is_valid_tool_name(&name) {
         return Some(name);
     }
     let source = if attrs.name.is_some() {
@@ -80,14 +75,15 @@ fn check_name(cx: &mut Ctxt, attrs: &Attrs, tool: &ToolFn<'_>) -> Option<String>
     cx.error_at(
         span,
         format!(
-            "invalid tool name {name:?}: providers accept only 1 to 64 characters of A-Z, a-z, 0-9, `_` and `-`; {source}"
+            "invalid tool name {name:?}: providers accept only {}; {source}",
+            tooltrust_internals::TOOL_NAME_RULE
         ),
     );
     None
 }
 
-fn check_description(cx: &mut Ctxt, attrs: &Attrs, tool: &ToolFn<'_>) -> Option<String> {
-    match (&attrs.description, &tool.doc) {
+fn check_description(cx: &mut Ctxt, attrs: &Attrs, tool: &ToolFn<'_>) -> Option<TokenStream> {
+    match (&attrs.description, tool.doc.text()) {
         (Some(literal), _) if literal.value().trim().is_empty() => {
             cx.error_spanned_by(
                 literal,
@@ -95,8 +91,10 @@ fn check_description(cx: &mut Ctxt, attrs: &Attrs, tool: &ToolFn<'_>) -> Option<
             );
             None
         }
-        (Some(literal), _) => Some(literal.value()),
-        (None, Some(doc)) => Some(doc.clone()),
+        (Some(literal), _) => Some(quote!(#literal)),
+        (None, Some(doc)) => Some(quote!(#doc)),
+        // Known only once the compiler expands it; the registry refuses it if empty.
+        (None, None) if tool.doc.has_expr() => Some(tool.doc.expr()),
         (None, None) => {
             cx.error_spanned_by(
                 &tool.item.sig.ident,

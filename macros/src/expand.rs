@@ -5,8 +5,8 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::FnArg;
 use syn::spanned::Spanned;
 
-use crate::ast::{ItemFn, Output as Returns, ToolFn};
-use crate::attr::{Attrs, Output, Trust};
+use crate::ast::{ItemFn, Output as Returns, ParamKind, Place, ToolFn};
+use crate::attr::{Attrs, Output, Trust, krate_tokens};
 use crate::check::{Checked, check};
 use crate::ctxt::Ctxt;
 
@@ -22,12 +22,13 @@ pub fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
             return quote!(#item #message);
         }
     };
-    let model = ToolFn::from_syn(&mut cx, &item);
+    let model = ToolFn::from_syn(&mut cx, &item, Place::Free);
     let checked = check(&mut cx, &attrs, &model);
     let function = strip_param_docs(&item);
     match checked {
         Some(checked) if !cx.has_errors() => {
-            let generated = generate(&model, &checked);
+            let krate = krate_tokens(attrs.krate.as_ref());
+            let generated = free_tool(&krate, &model, &checked);
             quote!(#function #generated)
         }
         _ => {
@@ -39,7 +40,7 @@ pub fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
 
 /// The function as written, minus the doc comments on its parameters (rustc rejects
 /// them there; they move to the arguments struct).
-fn strip_param_docs(item: &ItemFn) -> TokenStream {
+pub fn strip_param_docs(item: &ItemFn) -> TokenStream {
     let mut sig = item.sig.clone();
     for input in &mut sig.inputs {
         if let FnArg::Typed(typed) = input {
@@ -64,75 +65,41 @@ pub fn pascal_case(snake: &str) -> String {
         .collect()
 }
 
-/// The name of the struct that implements `Tool` for the function `ident`.
-fn tool_struct_ident(ident: &Ident) -> Ident {
+/// The name of the struct that implements `Tool` for the function `ident`, after
+/// `prefix` (the toolbox's type, for methods).
+pub fn tool_struct_ident(prefix: &str, ident: &Ident) -> Ident {
     let text = crate::ast::unraw(ident);
-    format_ident!("{}", pascal_case(&text), span = ident.span())
+    format_ident!("{prefix}{}", pascal_case(&text), span = ident.span())
 }
 
-fn generate(model: &ToolFn<'_>, checked: &Checked) -> TokenStream {
+/// The code of a free function's tool: the arguments struct, a unit struct that
+/// implements `Tool`, and a type alias so that the function's name names the tool.
+fn free_tool(krate: &TokenStream, model: &ToolFn<'_>, checked: &Checked) -> TokenStream {
     let item = model.item;
     let vis = &item.vis;
     let fn_ident = &item.sig.ident;
-    let tool_ident = tool_struct_ident(fn_ident);
-    let args_ident = format_ident!("{}Args", tool_ident);
+    let tool_ident = tool_struct_ident("", fn_ident);
     let fn_text = &model.name;
-
-    let fields = model.params.iter().map(|param| {
-        let (ident, ty, docs) = (param.ident, param.ty, &param.docs);
-        quote!(#(#docs)* pub #ident: #ty)
-    });
-    let field_idents: Vec<&Ident> = model.params.iter().map(|param| param.ident).collect();
-
+    let parts = Parts::new(
+        krate,
+        model,
+        checked,
+        &tool_ident,
+        quote!(#fn_ident),
+        quote!(#vis),
+    );
+    let Parts {
+        args_struct,
+        spec,
+        call,
+        ..
+    } = &parts;
     let name = &checked.name;
-    let description = &checked.description;
-    let trust = match checked.trust {
-        Trust::Trusted => quote!(Trusted),
-        Trust::Untrusted => quote!(Untrusted),
-    };
-    let output = match checked.output {
-        Output::Data => quote!(Data),
-        Output::Instruction => quote!(Instruction),
-    };
-    let effects = if checked.read_only {
-        quote!(ReadOnly)
-    } else {
-        quote!(Consequential)
-    };
-
-    let awaited = item.sig.asyncness.map(|_| quote!(.await));
-    let instruction = checked.output == Output::Instruction;
-    // The conversion is spanned at the return type, so that a `trusted, instruction`
-    // tool returning media is reported there.
-    let (convert, span) = match (&model.output, instruction) {
-        (Returns::Result(ty), false) => (quote!(outcome_of_result), ty.span()),
-        (Returns::Result(ty), true) => (quote!(instruction_outcome_of_result), ty.span()),
-        (Returns::Value(ty), false) => (quote!(outcome_of_value), span_of(*ty, item)),
-        (Returns::Value(ty), true) => (quote!(instruction_outcome_of_value), span_of(*ty, item)),
-    };
-    // The returned value is bound to a variable spanned at the return type, so that a
-    // type error in the conversion is reported there alone.
-    let returned = Ident::new("__tooltrust_returned", span);
-    let outcome = quote_spanned! {span=>
-        ::tooltrust::__private::#convert(#returned)
-    };
-
-    let args_doc = format!(" Arguments of the [`{fn_text}`] tool.");
     let tool_doc = format!(
         " The [`{fn_text}`] tool, declared with `#[tool]`: add it to a `tooltrust::Registry`."
     );
-
     quote! {
-        #[doc = #args_doc]
-        #[derive(
-            ::tooltrust::__private::serde::Deserialize,
-            ::tooltrust::__private::schemars::JsonSchema
-        )]
-        #[serde(crate = "::tooltrust::__private::serde", deny_unknown_fields)]
-        #[schemars(crate = "::tooltrust::__private::schemars")]
-        #vis struct #args_ident {
-            #(#fields,)*
-        }
+        #args_struct
 
         #[doc = #tool_doc]
         #[derive(Debug, Clone, Copy, Default)]
@@ -145,38 +112,151 @@ fn generate(model: &ToolFn<'_>, checked: &Checked) -> TokenStream {
         #vis type #fn_ident = #tool_ident;
 
         impl #tool_ident {
+            /// The tool's name, for compile-time checks of a registry.
+            #[doc(hidden)]
+            pub const NAME: &'static str = #name;
+
             /// The tool's declared metadata.
-            pub const SPEC: ::tooltrust::ToolSpec = ::tooltrust::ToolSpec {
-                name: #name,
-                description: #description,
-                trust: ::tooltrust::Trust::#trust,
-                output: ::tooltrust::OutputKind::#output,
-                effects: ::tooltrust::Effects::#effects,
-            };
+            pub const SPEC: #krate::__private::ToolSpec = #spec;
         }
 
-        impl ::tooltrust::Tool for #tool_ident {
-            fn spec(&self) -> ::tooltrust::ToolSpec {
+        impl #krate::__private::Tool for #tool_ident {
+            fn spec(&self) -> #krate::__private::ToolSpec {
                 Self::SPEC
             }
 
-            fn args_schema(&self) -> ::tooltrust::__private::serde_json::Value {
-                ::tooltrust::__private::args_schema::<#args_ident>()
-            }
-
-            fn call(
-                &self,
-                args: ::tooltrust::__private::serde_json::Value,
-            ) -> ::tooltrust::ToolFuture<'_> {
-                ::std::boxed::Box::pin(async move {
-                    let #args_ident { #(#field_idents),* } =
-                        ::tooltrust::__private::parse_args::<#args_ident>(args)?;
-                    let #returned = #fn_ident(#(#field_idents),*) #awaited;
-                    ::core::result::Result::Ok(#outcome)
-                })
-            }
+            #call
         }
     }
+}
+
+/// The parts every tool's code shares, free function or method.
+pub struct Parts {
+    /// The arguments struct.
+    pub args_struct: TokenStream,
+    /// The `ToolSpec` expression.
+    pub spec: TokenStream,
+    /// `args_schema` and `call` of the `Tool` impl.
+    pub call: TokenStream,
+}
+
+impl Parts {
+    /// The parts of the tool `tool_ident`, whose function `invoke` names (`fetch_page`,
+    /// or `self.this.send_email` for a method); the arguments struct is `vis`.
+    pub fn new(
+        krate: &TokenStream,
+        model: &ToolFn<'_>,
+        checked: &Checked,
+        tool_ident: &Ident,
+        invoke: TokenStream,
+        vis: TokenStream,
+    ) -> Parts {
+        let item = model.item;
+        let args_ident = format_ident!("{}Args", tool_ident);
+        let fn_text = &model.name;
+        let private = quote!(#krate::__private);
+        let serde_path = format!("{}::__private::serde", path_text(krate));
+        let schemars_path = format!("{}::__private::schemars", path_text(krate));
+
+        let fields = model.arguments().map(|param| {
+            let (ident, ty, docs) = (param.ident, param.ty, &param.docs);
+            quote!(#(#docs)* pub #ident: #ty)
+        });
+        let field_idents: Vec<&Ident> = model.arguments().map(|param| param.ident).collect();
+        let contexts = model.params.iter().filter_map(|param| match param.kind {
+            ParamKind::Context(inner) => {
+                let ident = param.ident;
+                Some(quote_spanned!(inner.span()=> let #ident = input.context::<#inner>()?;))
+            }
+            ParamKind::Argument => None,
+        });
+        let every_param = model.params.iter().map(|param| param.ident);
+
+        let name = &checked.name;
+        let description = &checked.description;
+        let trust = match checked.trust {
+            Trust::Trusted => quote!(Trusted),
+            Trust::Untrusted => quote!(Untrusted),
+        };
+        let instruction = checked.output == Output::Instruction;
+        let output = if instruction {
+            quote!(Instruction)
+        } else {
+            quote!(Data)
+        };
+        let effects = if checked.read_only {
+            quote!(ReadOnly)
+        } else {
+            quote!(Consequential)
+        };
+        // An instruction tool's arguments are selected, never written: each must be a
+        // closed vocabulary, checked by a bound spanned at its type.
+        let vocabulary = model.arguments().filter(|_| instruction).map(|param| {
+            let ty = param.ty;
+            quote_spanned!(ty.span()=> #private::closed_vocabulary::<#ty>();)
+        });
+
+        let awaited = item.sig.asyncness.map(|_| quote!(.await));
+        // The conversion is spanned at the return type, so that a `trusted, instruction`
+        // tool returning media is reported there.
+        let (convert, span) = match (&model.output, instruction) {
+            (Returns::Result(ty), false) => (quote!(outcome_of_result), ty.span()),
+            (Returns::Result(ty), true) => (quote!(instruction_outcome_of_result), ty.span()),
+            (Returns::Value(ty), false) => (quote!(outcome_of_value), span_of(*ty, item)),
+            (Returns::Value(ty), true) => {
+                (quote!(instruction_outcome_of_value), span_of(*ty, item))
+            }
+        };
+        // The returned value is bound to a variable spanned at the return type, so that
+        // a type error in the conversion is reported there alone.
+        let returned = Ident::new("__tooltrust_returned", span);
+        let outcome = quote_spanned! {span=> #private::#convert(#returned) };
+        let args_doc = format!(" Arguments of the [`{fn_text}`] tool.");
+
+        Parts {
+            args_struct: quote! {
+                #[doc = #args_doc]
+                #[derive(#private::serde::Deserialize, #private::schemars::JsonSchema)]
+                #[serde(crate = #serde_path, deny_unknown_fields)]
+                #[schemars(crate = #schemars_path)]
+                #vis struct #args_ident {
+                    #(#fields,)*
+                }
+            },
+            spec: quote! {
+                #private::ToolSpec {
+                    name: #private::Cow::Borrowed(#name),
+                    description: #private::Cow::Borrowed(#description),
+                    trust: #private::DeclaredTrust::#trust,
+                    output: #private::OutputKind::#output,
+                    effects: #private::Effects::#effects,
+                }
+            },
+            call: quote! {
+                fn args_schema(&self) -> #private::serde_json::Value {
+                    #private::args_schema::<#args_ident>()
+                }
+
+                fn call<'a>(
+                    &'a self,
+                    input: #private::ToolInput<'a>,
+                ) -> #private::ToolFuture<'a> {
+                    ::std::boxed::Box::pin(async move {
+                        #(#vocabulary)*
+                        let #args_ident { #(#field_idents),* } = input.parse::<#args_ident>()?;
+                        #(#contexts)*
+                        let #returned = #invoke(#(#every_param),*) #awaited;
+                        ::core::result::Result::Ok(#outcome)
+                    })
+                }
+            },
+        }
+    }
+}
+
+/// The path's text, for the string-valued `crate = "…"` of serde and schemars.
+fn path_text(path: &TokenStream) -> String {
+    path.to_string().replace(' ', "")
 }
 
 fn span_of(ty: Option<&syn::Type>, item: &ItemFn) -> proc_macro2::Span {
@@ -236,6 +316,25 @@ mod tests {
             !expanded.contains("Folder."),
             "param docs are stripped: {expanded}"
         );
-        assert!(!expanded.contains("impl :: tooltrust :: Tool"));
+        assert!(!expanded.contains("impl :: tooltrust :: __private :: Tool"));
+    }
+
+    #[test]
+    fn a_crate_path_replaces_tooltrust_everywhere() {
+        let expanded = tool(
+            quote!(trusted, read_only, crate = "my_sdk::tooltrust"),
+            quote! {
+                /// Adds.
+                fn add(a: i64, b: i64) -> i64 { a + b }
+            },
+        )
+        .to_string();
+        assert!(expanded.contains("my_sdk :: tooltrust :: __private"));
+        assert!(expanded.contains("\"my_sdk::tooltrust::__private::serde\""));
+        assert_eq!(
+            expanded.matches("tooltrust :: __private").count(),
+            expanded.matches("my_sdk :: tooltrust :: __private").count(),
+            "every path goes through the given crate: {expanded}"
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! The `#[tool]` attribute and the `tools!` registry macro of tooltrust.
+//! The `#[tool]` and `#[toolbox]` attributes, the `ClosedVocabulary` derive and the
+//! `tools!` registry macro of tooltrust.
 //!
 //! Use them through the `tooltrust` crate, which re-exports both; generated code names
 //! nothing but `::tooltrust::__private::…`.
@@ -14,6 +15,8 @@ mod check;
 mod ctxt;
 mod expand;
 mod registry;
+mod toolbox;
+mod vocabulary;
 
 use proc_macro::TokenStream;
 
@@ -21,6 +24,19 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::tool(args.into(), item.into()).into()
+}
+
+/// Turns the `#[tool]` methods of an inherent `impl` block into tools of one value. See
+/// the `tooltrust` crate.
+#[proc_macro_attribute]
+pub fn toolbox(args: TokenStream, item: TokenStream) -> TokenStream {
+    toolbox::toolbox(args.into(), item.into()).into()
+}
+
+/// Derives `ClosedVocabulary` for an enum of unit variants. See the `tooltrust` crate.
+#[proc_macro_derive(ClosedVocabulary, attributes(vocabulary))]
+pub fn closed_vocabulary(input: TokenStream) -> TokenStream {
+    vocabulary::derive(input.into()).into()
 }
 
 /// Builds a `tooltrust::Registry` from `#[tool]` functions, rejecting duplicate names at

@@ -35,10 +35,10 @@ pub fn tools(input: TokenStream) -> TokenStream {
     let paths = paths.iter();
     let names = paths.clone();
     quote! {{
-        const _: () = ::tooltrust::__private::assert_unique_names(&[#(#names::SPEC.name),*]);
-        ::tooltrust::Registry::new([
+        const _: () = ::tooltrust::__private::assert_unique_names(&[#(#names::NAME),*]);
+        ::tooltrust::__private::Registry::new([
             #(::std::boxed::Box::new(<#paths as ::core::default::Default>::default())
-                as ::std::boxed::Box<dyn ::tooltrust::Tool>),*
+                as ::std::boxed::Box<dyn ::tooltrust::__private::Tool>),*
         ])
     }}
 }

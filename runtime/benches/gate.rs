@@ -14,11 +14,13 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tooltrust::gate::NonceIndex;
-use tooltrust::{
-    ArgumentFromTrustedBlock, Block, Content, Effects, GateContext, Id, Outcome, OutputKind,
-    Policy, Registry, Ruling, SessionKey, Taint, Tool, ToolCall, ToolFuture, ToolSpec, Trust,
+use tooltrust::block::Block;
+use tooltrust::envelope::SessionKey;
+use tooltrust::gate::{ArgumentFromTrustedBlock, GateContext, NonceIndex, Ruling, ScopeRole};
+use tooltrust::tool::{
+    Content, DeclaredTrust, Effects, Outcome, OutputKind, Tool, ToolFuture, ToolInput, ToolSpec,
 };
+use tooltrust::{Id, Policy, Registry, Taint, ToolCall, Trust};
 
 const TOOLS: usize = 1_000;
 const BLOCKS: usize = 1_000;
@@ -32,7 +34,7 @@ struct Numbered {
 
 impl Tool for Numbered {
     fn spec(&self) -> ToolSpec {
-        self.spec
+        self.spec.clone()
     }
 
     fn args_schema(&self) -> Value {
@@ -47,7 +49,7 @@ impl Tool for Numbered {
         })
     }
 
-    fn call(&self, _args: Value) -> ToolFuture<'_> {
+    fn call<'a>(&'a self, _input: ToolInput<'a>) -> ToolFuture<'a> {
         Box::pin(async { Ok(Outcome::Output(Content::Text("sent".to_owned()))) })
     }
 }
@@ -55,12 +57,12 @@ impl Tool for Numbered {
 fn main() {
     let specs: Vec<ToolSpec> = (0..TOOLS)
         .map(|i| ToolSpec {
-            name: Box::leak(format!("tool_{i:04}").into_boxed_str()),
-            description: "Sends a message on the user's behalf.",
+            name: format!("tool_{i:04}").into(),
+            description: "Sends a message on the user's behalf.".into(),
             trust: if i % 2 == 0 {
-                Trust::Trusted
+                DeclaredTrust::Trusted
             } else {
-                Trust::Untrusted
+                DeclaredTrust::Untrusted
             },
             output: OutputKind::Data,
             effects: if i % 3 == 0 {
@@ -73,14 +75,14 @@ fn main() {
     let registry = match Registry::new(
         specs
             .iter()
-            .map(|&spec| Box::new(Numbered { spec }) as Box<dyn Tool>),
+            .map(|spec| Box::new(Numbered { spec: spec.clone() }) as Box<dyn Tool>),
     ) {
         Ok(registry) => registry,
         Err(error) => panic!("{error}"),
     };
     let by_name: HashMap<String, ToolSpec> = specs
         .iter()
-        .map(|spec| (spec.name.to_owned(), *spec))
+        .map(|spec| (spec.name.to_string(), spec.clone()))
         .collect();
 
     // The scope: 1,000 blocks, every fourth one trusted, and the nonce of each.
@@ -88,7 +90,7 @@ fn main() {
     let recipient = "billing@example.com";
     let blocks: Vec<Block> = (0..BLOCKS)
         .map(|i| {
-            let id = Id::new(format!("block-{i:04}")).unwrap_or_else(|_| Id::random());
+            let id = Id::new(format!("block-{i:04}")).expect("a valid id");
             let mut text = texts::english_of_len(256, false, i as u64);
             if i == BLOCKS - 4 {
                 text.push_str(&format!(" Send invoices to {recipient}."));
@@ -114,12 +116,12 @@ fn main() {
         "subject": "Your refund",
         "body": texts::english_of_len(ARGS_BYTES - 64, false, 7),
     });
-    let tool = specs[TOOLS - 2].name; // consequential
+    let tool = &*specs[TOOLS - 2].name; // consequential
     let call = match ToolCall::from_value(tool, args) {
         Ok(call) => call,
         Err(error) => panic!("{error}"),
     };
-    let scope = Id::new("scope-1").unwrap_or_else(|_| Id::random());
+    let scope = Id::new("scope-1").expect("a valid id");
 
     let policies = [
         ("default policy", Policy::new(), Ruling::NeedsReview),
@@ -136,7 +138,9 @@ fn main() {
                 registry: black_box(&registry),
                 scope: &scope,
                 taint: Taint::Tainted,
+                role: ScopeRole::Agent,
                 is_child: false,
+                repeats: 0,
                 blocks: &blocks,
             };
             policy.decide(&cx, &index)
@@ -152,7 +156,7 @@ fn main() {
             "HashMap lookup of the tool",
             Duration::from_micros(50),
             SINGLE_CALLS,
-            || by_name.get(black_box(call.tool())).copied(),
+            || by_name.get(black_box(call.tool())).map(|spec| spec.effects),
             decide,
         );
     }

@@ -3,6 +3,10 @@
 //! punctuation), of `<`-dense code and of CJK text. The goals are those of sealed
 //! rendering, of which neutralisation is the bulk (`benches/render.rs`).
 //!
+//! The neutraliser reads text through a table generated from the Unicode crates; a row
+//! per text gives what reading it with the crates themselves would cost instead (the
+//! UTS #39 skeleton of every character, `unicode-security`), against the same copy.
+//!
 //! `cargo bench -p tooltrust --bench neutralise [-- FILTER]`
 
 mod harness;
@@ -12,13 +16,13 @@ use std::hint::black_box;
 
 use harness::Goal;
 use tooltrust::envelope::neutralise;
+use unicode_security::confusable_detection::skeleton;
 
 fn main() {
     for (name, text) in texts::all() {
         let goal = match name {
-            "code (< dense)" => Goal::AtMost(6.0),
-            "cjk" => Goal::None,
-            _ => Goal::AtMost(3.0),
+            "english" => Goal::AtMost(3.0),
+            _ => Goal::AtMost(5.0),
         };
         let findings = neutralise(&text).findings.len();
         harness::compare(
@@ -27,6 +31,14 @@ fn main() {
             goal,
             || texts::copy(black_box(text.as_bytes())),
             || neutralise(black_box(&text)),
+        );
+        // The crate instead of the table: the skeleton of the whole text.
+        harness::compare(
+            &format!("neutralise/{name}: its UTS #39 skeleton by unicode-security, for comparison"),
+            "copy",
+            Goal::None,
+            || texts::copy(black_box(text.as_bytes())),
+            || skeleton(black_box(&text)).count(),
         );
         // Part of the work: finding every `<` and `[` (a floor for bracket-dense text).
         harness::compare(

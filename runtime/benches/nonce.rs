@@ -12,7 +12,8 @@ use std::hint::black_box;
 
 use harness::Goal;
 use sha2::{Digest, Sha256};
-use tooltrust::{SessionKey, ToolCall};
+use tooltrust::ToolCall;
+use tooltrust::envelope::SessionKey;
 
 fn main() {
     let key = SessionKey::from_bytes([0x5a; 32]);

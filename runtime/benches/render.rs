@@ -1,8 +1,8 @@
 //! Rendering against a plain copy of the body, in the same run (DESIGN §4; issues 4 and 8):
 //!
-//! - a 64 KiB tool result in compat mode (goal ≤ 1.2× a copy) and in sealed mode, where
-//!   the body is also neutralised (goal ≤ 3× for ordinary English, ≤ 6× for `<`-dense
-//!   code; CJK for context);
+//! - a 64 KiB tool result in compat mode (goal ≤ 2.2× a copy: the floor is a copy and one
+//!   scan for closers) and in sealed mode, where the body is also neutralised (goal ≤ 3×
+//!   for ordinary English, ≤ 5× for typographic English, `<`-dense code and CJK);
 //! - prompts of 10, 1,000 and 100,000 tool results in sealed mode, in ns per byte of
 //!   the prompt: rendering is linear in its bytes when the figure stays flat.
 //!
@@ -14,7 +14,10 @@ mod texts;
 use std::hint::black_box;
 
 use harness::Goal;
-use tooltrust::{Checksum, Id, OutputKind, Renderer, SessionKey, Trust};
+use tooltrust::call::Checksum;
+use tooltrust::envelope::{Renderer, SessionKey};
+use tooltrust::tool::OutputKind;
+use tooltrust::{Id, Trust};
 
 const TOOL: &str = "fetch_page";
 
@@ -30,10 +33,9 @@ fn main() {
     for (mode, renderer) in &renderers {
         for (name, body) in texts::all() {
             let goal = match (*mode, name) {
-                ("compat", _) => Goal::AtMost(1.2),
-                (_, "code (< dense)") => Goal::AtMost(6.0),
-                (_, "cjk") => Goal::None,
-                _ => Goal::AtMost(3.0),
+                ("compat", _) => Goal::AtMost(2.2),
+                (_, "english") => Goal::AtMost(3.0),
+                _ => Goal::AtMost(5.0),
             };
             let render = || {
                 renderer.tool_result(

@@ -2,11 +2,11 @@
 //! render → record → model, until the model answers.
 //!
 //! The library has no HTTP client: a host implements [`Model`] over its own client
-//! (OpenAI, Anthropic, a local model), or uses [`ScriptedModel`] in tests and examples.
+//! (OpenAI, Anthropic, a local model), or uses `tooltrust-providers`; tests and examples
+//! use `testing::ScriptedModel` (feature `testing`).
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
@@ -16,7 +16,7 @@ use crate::envelope::STANDING_EXPLANATION;
 use crate::id::Id;
 use crate::record::Message;
 use crate::registry::CatalogEntry;
-use crate::scope::{CallOutcome, Scope, ScopeError};
+use crate::session::{CallOutcome, Scope, SessionError};
 
 /// One message of a provider-neutral chat.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,15 +59,12 @@ pub struct ModelToolCall {
 }
 
 impl ModelToolCall {
-    /// The checksummed call, under the provider's id when it is a valid [`Id`] and a fresh
-    /// one otherwise (the provider's id still answers the call). Arguments that are not an
-    /// acceptable JSON object make an error call, never a panic.
+    /// The checksummed call, under a fresh id of its own: providers restart their ids
+    /// every turn, so the provider's id answers the call on the wire and names nothing
+    /// in the context. Arguments that are not an acceptable JSON object make an error
+    /// call, never a panic.
     pub fn to_call(&self) -> Result<ToolCall, CallError> {
-        if Id::new(self.id.as_str()).is_ok() {
-            ToolCall::from_model_with_id(&self.id, self.name.as_str(), &self.arguments)
-        } else {
-            ToolCall::from_model(self.name.as_str(), &self.arguments)
-        }
+        ToolCall::from_model(self.name.as_str(), &self.arguments)
     }
 }
 
@@ -98,10 +95,37 @@ pub struct ModelRequest {
     pub tools: Vec<CatalogEntry>,
 }
 
-/// Why the model gave no answer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the model failed: {0}")]
-pub struct ModelError(pub String);
+/// Why the model gave no answer. It keeps the provider's own error as its
+/// [`source`](std::error::Error::source), so a host can downcast it (to an HTTP status, a
+/// refusal, a cut-off) and decide whether to retry.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the model failed: {source}")]
+pub struct ModelError {
+    #[source]
+    source: std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+impl ModelError {
+    /// Wraps the provider's error.
+    pub fn new(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        ModelError {
+            source: std::sync::Arc::new(source),
+        }
+    }
+
+    /// A model error described by `message` alone (a scripted model's, say).
+    pub fn msg(message: impl Into<String>) -> Self {
+        #[derive(Debug, thiserror::Error)]
+        #[error("{0}")]
+        struct Message(String);
+        Self::new(Message(message.into()))
+    }
+
+    /// The provider's error, to downcast.
+    pub fn provider_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.source
+    }
+}
 
 /// The future a model returns.
 pub type ModelFuture<'a> =
@@ -113,75 +137,8 @@ pub trait Model: Send + Sync {
     fn respond<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a>;
 }
 
-type Step = Box<dyn Fn(&ModelRequest) -> AssistantMessage + Send + Sync>;
-
-/// A model that follows a script: step `n` answers the `n`th request. Each step sees the
-/// request, so a script can act on what the context holds (as a fooled model would).
-#[derive(Default)]
-pub struct ScriptedModel {
-    steps: Vec<Step>,
-    next: Mutex<usize>,
-}
-
-impl ScriptedModel {
-    /// An empty script.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds a step that answers from the request.
-    pub fn step(
-        mut self,
-        step: impl Fn(&ModelRequest) -> AssistantMessage + Send + Sync + 'static,
-    ) -> Self {
-        self.steps.push(Box::new(step));
-        self
-    }
-
-    /// Adds a step that asks for one call.
-    pub fn call(self, name: &str, arguments: &str) -> Self {
-        let call = ModelToolCall {
-            id: format!("call_{}", self.steps.len()),
-            name: name.to_owned(),
-            arguments: arguments.to_owned(),
-        };
-        self.step(move |_| AssistantMessage {
-            content: None,
-            tool_calls: vec![call.clone()],
-        })
-    }
-
-    /// Adds a step that answers with text.
-    pub fn answer(self, text: &str) -> Self {
-        let text = text.to_owned();
-        self.step(move |_| AssistantMessage {
-            content: Some(text.clone()),
-            tool_calls: Vec::new(),
-        })
-    }
-}
-
-impl Model for ScriptedModel {
-    fn respond<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a> {
-        let index = {
-            let mut next = self
-                .next
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let index = *next;
-            *next += 1;
-            index
-        };
-        let answer = match self.steps.get(index) {
-            Some(step) => Ok(step(request)),
-            None => Err(ModelError(format!("the script has no step {index}"))),
-        };
-        Box::pin(async move { answer })
-    }
-}
-
 /// What one run of the loop did.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Transcript {
     /// The model's final text, if it answered.
     pub answer: Option<String>,
@@ -192,7 +149,8 @@ pub struct Transcript {
 }
 
 /// What became of one call the model asked for.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
+#[non_exhaustive]
 #[allow(
     clippy::large_enum_variant,
     reason = "one per call, and matching through a box would burden every caller"
@@ -218,14 +176,15 @@ impl Transcript {
 }
 
 /// Why the loop stopped without an answer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AgentError {
     /// The model failed.
     #[error(transparent)]
     Model(#[from] ModelError),
     /// Recording or rendering failed; the call it concerned did not run.
     #[error(transparent)]
-    Scope(#[from] ScopeError),
+    Scope(#[from] SessionError),
     /// The model kept calling tools past the turn limit.
     #[error("no answer after {0} turns")]
     TurnLimit(usize),
@@ -260,7 +219,7 @@ impl Agent {
     }
 
     /// The system text: the standing explanation, then the developer's policy.
-    pub fn system(&self) -> Result<String, ScopeError> {
+    pub fn system(&self) -> Result<String, SessionError> {
         let policy = self
             .scope
             .session()
@@ -320,7 +279,10 @@ impl Agent {
 
     /// Checksums, gates and runs one requested call; returns what became of it and the
     /// text the model is shown.
-    async fn answer(&self, requested: &ModelToolCall) -> Result<(CallResult, String), ScopeError> {
+    async fn answer(
+        &self,
+        requested: &ModelToolCall,
+    ) -> Result<(CallResult, String), SessionError> {
         let parsed = requested.to_call();
         let call = match parsed {
             Ok(call) => call,
@@ -353,6 +315,6 @@ impl Agent {
     }
 }
 
-fn last_rendered(scope: &Scope) -> Result<String, ScopeError> {
+fn last_rendered(scope: &Scope) -> Result<String, SessionError> {
     Ok(scope.rendered_blocks()?.pop().unwrap_or_default())
 }

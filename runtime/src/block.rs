@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 
 use crate::id::Id;
+use crate::record::Sender;
 use crate::tool::{OutputKind, Trust};
 
 /// Text that carries the developer's authority. It can only come from the developer's
@@ -25,6 +26,7 @@ impl Instruction {
     }
 
     /// Instruction text from reference vectors, which are the developer's own test data.
+    #[cfg(feature = "testing")]
     pub(crate) fn developer_authored(text: impl Into<String>) -> Self {
         Instruction(Cow::Owned(text.into()))
     }
@@ -55,7 +57,27 @@ enum Body {
     Data {
         trust: Trust,
         text: String,
+        origin: Origin,
     },
+}
+
+/// Where a data block came from, for rules that ask whether a value in a call was
+/// vouched for, or merely echoed back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Origin {
+    /// A tool's output; the string values of the call's arguments (an output may echo
+    /// them, so they vouch for nothing).
+    ToolOutput {
+        /// The tool.
+        tool: String,
+        /// Every string in the call's arguments.
+        argument_values: Vec<String>,
+    },
+    /// A message.
+    Message(Sender),
+    /// Anything else (a record, a handle, a note of the runtime).
+    Other,
 }
 
 impl Block {
@@ -69,12 +91,26 @@ impl Block {
 
     /// A data block of the given trust.
     pub fn data(id: Id, trust: Trust, text: impl Into<String>) -> Self {
+        Self::data_from(id, trust, text, Origin::Other)
+    }
+
+    /// A data block of the given trust and origin.
+    pub fn data_from(id: Id, trust: Trust, text: impl Into<String>, origin: Origin) -> Self {
         Block {
             id,
             body: Body::Data {
                 trust,
                 text: text.into(),
+                origin,
             },
+        }
+    }
+
+    /// Where the block came from; `None` for the developer's instruction.
+    pub fn origin(&self) -> Option<&Origin> {
+        match &self.body {
+            Body::Instruction(_) => None,
+            Body::Data { origin, .. } => Some(origin),
         }
     }
 

@@ -3,15 +3,16 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::canonical::{
-    JsonError, Order, Sink, emit_canonical, emit_object, emit_string, parse_strict, type_name,
-};
-use crate::id::{Id, IdError, decode_hex, hex};
+use crate::canonical::{JsonError, Kind, canonicalize, type_name, write_canonical, write_string};
+use crate::hex::{self, Case};
+use crate::id::{Id, IdError};
+use crate::random::RandomError;
 
 /// A lowercase-hex SHA-256 of a call's canonical text.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -35,7 +36,7 @@ impl Checksum {
 
     /// The 64 lowercase hex characters.
     pub fn to_hex(&self) -> String {
-        hex(&self.0)
+        hex::encode(&self.0)
     }
 }
 
@@ -61,7 +62,7 @@ impl FromStr for Checksum {
 
     fn from_str(text: &str) -> Result<Self, ChecksumParseError> {
         let mut out = [0u8; 32];
-        if decode_hex(text, &mut out, true) {
+        if hex::decode(text, &mut out, Case::Lower) {
             Ok(Checksum(out))
         } else {
             Err(ChecksumParseError)
@@ -92,14 +93,41 @@ impl<'de> Deserialize<'de> for Checksum {
 /// assert_eq!(a.checksum(), b.checksum());
 /// assert_eq!(a.canonical(), r#"{"args":{"a":1,"b":2},"tool":"sum"}"#);
 /// assert!(ToolCall::from_model("sum", r#"{"a":1,"a":2}"#).is_err());
-/// # Ok::<(), tooltrust::CallError>(())
+/// # Ok::<(), tooltrust::call::CallError>(())
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+///
+/// # One checksum, one value
+///
+/// The canonical text reads every number as a double, as the reference does, so an
+/// integer beyond 2^53 is hashed as the nearest double: `1234567890123456795` and
+/// `1234567890123456789` both hash as `1234567890123456800`. A call keeps only its
+/// canonical arguments, and [`args`](Self::args) (what the gate checks and the tool
+/// receives) is always the parse of [`canonical_args`](Self::canonical_args): both of
+/// those calls give their tool `1234567890123456800`, the value a reviewer reads in the
+/// canonical text. Calls with the same checksum always run with the same arguments.
+/// A number whose nearest double lies beyond the tool's integer type
+/// (`18446744073709551615` becomes `18446744073709552000`, over `u64::MAX`) is refused
+/// by the tool's argument parser, and the tool does not run.
+///
+/// ```
+/// use tooltrust::ToolCall;
+/// let a = ToolCall::from_model("pay", r#"{"account": 1234567890123456795}"#)?;
+/// let b = ToolCall::from_model("pay", r#"{"account": 1234567890123456789}"#)?;
+/// assert_eq!(a.checksum(), b.checksum());
+/// assert_eq!(a.canonical_args(), r#"{"account":1234567890123456800}"#);
+/// assert_eq!(a.args()["account"], 1234567890123456800u64);
+/// assert_eq!(a.args(), b.args());
+/// # Ok::<(), tooltrust::call::CallError>(())
+/// ```
+#[derive(Clone)]
 pub struct ToolCall {
     id: Id,
     tool: String,
-    args: Map<String, Value>,
+    /// The RFC 8785 text of the arguments object: the one source of truth.
+    canonical_args: String,
     checksum: Checksum,
+    /// The parse of `canonical_args`, made when first asked for.
+    args: OnceLock<Map<String, Value>>,
 }
 
 /// Why the model's call cannot run. The call is answered with this error instead of
@@ -125,13 +153,23 @@ pub enum CallErrorReason {
     /// The call id the provider gave cannot be used.
     #[error("call id: {0}")]
     Id(#[from] IdError),
+    /// No fresh id could be drawn for the call.
+    #[error(transparent)]
+    Random(#[from] RandomError),
 }
 
 impl ToolCall {
     /// Parses the model's argument text (empty text means `{}`) and computes the
     /// checksum; the call gets a fresh random id.
     pub fn from_model(tool: impl Into<String>, args_json: &str) -> Result<Self, CallError> {
-        Self::build(Id::random(), tool.into(), args_json)
+        let tool = tool.into();
+        match Id::random() {
+            Ok(id) => Self::build(id, tool, args_json),
+            Err(error) => Err(CallError {
+                tool,
+                reason: error.into(),
+            }),
+        }
     }
 
     /// Like [`from_model`](Self::from_model), keeping the id the provider gave the call
@@ -152,11 +190,23 @@ impl ToolCall {
     }
 
     /// A call from arguments already parsed (by the host's own code, not the model's
-    /// text); `args` must be an object.
+    /// text); `args` must be an object. As with [`from_model`](Self::from_model), the
+    /// tool receives the value the canonical text names, which for integers beyond
+    /// 2^53 is the nearest double.
     pub fn from_value(tool: impl Into<String>, args: Value) -> Result<Self, CallError> {
         let tool = tool.into();
         match args {
-            Value::Object(args) => Ok(Self::assemble(Id::random(), tool, args)),
+            Value::Object(_) => {
+                let mut canonical_args = String::new();
+                write_canonical(&mut canonical_args, &args);
+                match Id::random() {
+                    Ok(id) => Ok(Self::assemble(id, tool, canonical_args)),
+                    Err(error) => Err(CallError {
+                        tool,
+                        reason: error.into(),
+                    }),
+                }
+            }
             other => Err(CallError {
                 tool,
                 reason: CallErrorReason::NotAnObject(type_name(&other)),
@@ -167,16 +217,16 @@ impl ToolCall {
     fn build(id: Id, tool: String, args_json: &str) -> Result<Self, CallError> {
         // Only the empty text means "no arguments"; whitespace alone is invalid JSON, as
         // it is to the reference.
-        let parsed = if args_json.is_empty() {
-            Ok(Value::Object(Map::new()))
+        let canonical = if args_json.is_empty() {
+            Ok((String::from("{}"), Kind::Object))
         } else {
-            parse_strict(args_json)
+            canonicalize(args_json)
         };
-        match parsed {
-            Ok(Value::Object(args)) => Ok(Self::assemble(id, tool, args)),
-            Ok(other) => Err(CallError {
+        match canonical {
+            Ok((canonical_args, Kind::Object)) => Ok(Self::assemble(id, tool, canonical_args)),
+            Ok((_, kind)) => Err(CallError {
                 tool,
-                reason: CallErrorReason::NotAnObject(type_name(&other)),
+                reason: CallErrorReason::NotAnObject(kind.name()),
             }),
             Err(error) => Err(CallError {
                 tool,
@@ -185,19 +235,19 @@ impl ToolCall {
         }
     }
 
-    fn assemble(id: Id, tool: String, args: Map<String, Value>) -> Self {
-        let mut hashing = Hashing::new();
-        emit_canonical(
-            &mut hashing,
-            |out, order| emit_call(out, &tool, &args, order),
-            |out| *out = Hashing::new(),
-        );
-        let checksum = hashing.finish();
+    fn assemble(id: Id, tool: String, canonical_args: String) -> Self {
+        let checksum = Sha256::new()
+            .chain_update(CALL_HEAD)
+            .chain_update(&canonical_args)
+            .chain_update(call_tail(&tool))
+            .finalize();
+        let checksum = Checksum(checksum.into());
         ToolCall {
             id,
-            tool,
-            args,
             checksum,
+            tool,
+            canonical_args,
+            args: OnceLock::new(),
         }
     }
 
@@ -211,9 +261,24 @@ impl ToolCall {
         &self.tool
     }
 
-    /// The parsed arguments.
+    /// The arguments: the parse of [`canonical_args`](Self::canonical_args), which may
+    /// differ from the text the model wrote in its numbers (see
+    /// [one checksum, one value](Self#one-checksum-one-value)).
     pub fn args(&self) -> &Map<String, Value> {
-        &self.args
+        self.args.get_or_init(|| {
+            // Canonical text is strict JSON by construction (the property tests parse it
+            // back for arbitrary input), so this always finds the object.
+            match serde_json::from_str(&self.canonical_args) {
+                Ok(Value::Object(args)) => args,
+                _ => Map::new(),
+            }
+        })
+    }
+
+    /// The RFC 8785 canonical text of the arguments object alone: what the checksum
+    /// covers, what a reviewer reads, and what the tool's arguments are parsed from.
+    pub fn canonical_args(&self) -> &str {
+        &self.canonical_args
     }
 
     /// The lowercase-hex SHA-256 of [`canonical`](Self::canonical).
@@ -223,93 +288,44 @@ impl ToolCall {
 
     /// The canonical text that was hashed: `{"args":…,"tool":…}` in RFC 8785 form.
     pub fn canonical(&self) -> String {
-        let mut out = String::new();
-        emit_canonical(
-            &mut out,
-            |out, order| emit_call(out, &self.tool, &self.args, order),
-            String::clear,
-        );
+        let tail = call_tail(&self.tool);
+        let mut out =
+            String::with_capacity(CALL_HEAD.len() + self.canonical_args.len() + tail.len());
+        out.push_str(CALL_HEAD);
+        out.push_str(&self.canonical_args);
+        out.push_str(&tail);
         out
     }
 }
 
-/// Writes the canonical text of `{"args": args, "tool": tool}` without building the
-/// wrapper object ("args" sorts before "tool").
-fn emit_call<S: Sink>(out: &mut S, tool: &str, args: &Map<String, Value>, order: &mut Order) {
-    out.push_str("{\"args\":");
-    emit_object(out, args, order);
-    out.push_str(",\"tool\":");
-    emit_string(out, tool);
-    out.push_str("}");
-}
-
-/// Hashes canonical text as it is written, through a buffer on the stack, so that a
-/// checksum neither allocates nor holds the whole text.
-struct Hashing {
-    hasher: Sha256,
-    buffer: [u8; Hashing::BUFFER],
-    len: usize,
-}
-
-impl Hashing {
-    const BUFFER: usize = 1024;
-
-    fn new() -> Self {
-        Hashing {
-            hasher: Sha256::new(),
-            buffer: [0; Self::BUFFER],
-            len: 0,
-        }
-    }
-
-    fn finish(mut self) -> Checksum {
-        self.flush();
-        Checksum(self.hasher.finalize().into())
-    }
-
-    fn flush(&mut self) {
-        if let Some(pending) = self.buffer.get(..self.len) {
-            self.hasher.update(pending);
-        }
-        self.len = 0;
-    }
-
-    /// Writes what does not fit in the buffer's free space.
-    #[cold]
-    fn spill(&mut self, bytes: &[u8]) {
-        self.flush();
-        match self.buffer.get_mut(..bytes.len()) {
-            Some(slot) => {
-                slot.copy_from_slice(bytes);
-                self.len = bytes.len();
-            }
-            // Longer than the buffer (a big string): straight to the hasher, no copy.
-            None => self.hasher.update(bytes),
-        }
+impl PartialEq for ToolCall {
+    /// Calls are equal when their ids, tools and canonical arguments are.
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+            && self.tool == other.tool
+            && self.canonical_args == other.canonical_args
     }
 }
 
-impl Sink for Hashing {
-    #[inline]
-    fn push_str(&mut self, text: &str) {
-        let bytes = text.as_bytes();
-        match self.buffer.get_mut(self.len..self.len + bytes.len()) {
-            Some(slot) => {
-                slot.copy_from_slice(bytes);
-                self.len += bytes.len();
-            }
-            None => self.spill(bytes),
-        }
+impl fmt::Debug for ToolCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolCall")
+            .field("id", &self.id)
+            .field("tool", &self.tool)
+            .field("canonical_args", &self.canonical_args)
+            .field("checksum", &self.checksum)
+            .finish()
     }
+}
 
-    #[inline]
-    fn push_ascii(&mut self, byte: u8) {
-        match self.buffer.get_mut(self.len) {
-            Some(slot) => {
-                *slot = byte;
-                self.len += 1;
-            }
-            None => self.spill(&[byte]),
-        }
-    }
+/// The canonical text of `{"args": args, "tool": tool}` is this, the arguments'
+/// canonical text, and [`call_tail`] ("args" sorts before "tool").
+const CALL_HEAD: &str = "{\"args\":";
+
+fn call_tail(tool: &str) -> String {
+    let mut tail = String::with_capacity(tool.len() + 11);
+    tail.push_str(",\"tool\":");
+    write_string(&mut tail, tool);
+    tail.push('}');
+    tail
 }

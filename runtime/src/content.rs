@@ -8,6 +8,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::id::Id;
+
 /// The content of a tool's output.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Content {
@@ -90,8 +92,8 @@ pub enum SourceTier {
 /// One record retrieved from a corpus.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RetrievedRecord {
-    /// The record's id; it goes into tag names, so it must match `[A-Za-z0-9_-]+`.
-    pub id: String,
+    /// The record's id; it goes into tag names.
+    pub id: Id,
     /// The record's text.
     pub content: String,
     /// Where the record comes from.

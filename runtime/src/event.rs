@@ -3,12 +3,13 @@
 //! A decision that cannot be recorded is not taken: every operation that records returns
 //! the recorder's error instead of acting.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
 
 use crate::call::Checksum;
 use crate::envelope::Finding;
+use crate::gate::ScopeRole;
 use crate::id::Id;
 use crate::tool::Trust;
 
@@ -16,6 +17,7 @@ use crate::tool::Trust;
 /// fields beside it; never carries key material or quarantined plaintext.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Event {
     /// A scope was opened.
     ScopeOpened {
@@ -26,8 +28,8 @@ pub enum Event {
         parent: Option<Id>,
         /// Who drives it.
         author: Id,
-        /// `agent` or `review`.
-        kind: &'static str,
+        /// What the scope is for.
+        kind: ScopeRole,
     },
     /// An untrusted block entered a clean scope, which is now tainted.
     TaintAssigned {
@@ -62,6 +64,27 @@ pub enum Event {
     CallDenied(CallDecision),
     /// The gate sent a call to review; it runs only after approval.
     CallSentToReview(CallDecision),
+    /// Observe mode: the gate would have held or denied the call (`would`), but it runs.
+    CallObserved {
+        /// The decision the gate would have enforced.
+        #[serde(flatten)]
+        decision: CallDecision,
+        /// What the gate would have done.
+        would: crate::gate::Ruling,
+    },
+    /// A `trusted, instruction` tool's output was rendered as trusted data, not as an
+    /// instruction: the scope was tainted and an argument of the tool is free text, so
+    /// attacker text could have reached its output.
+    InstructionDowngraded {
+        /// The scope.
+        scope: Id,
+        /// The call.
+        call: Id,
+        /// The tool.
+        tool: String,
+        /// The free-text argument.
+        argument: String,
+    },
     /// An allowed call ran.
     CallExecuted {
         /// The scope.
@@ -121,6 +144,22 @@ pub enum Event {
         /// The judge.
         judge: Id,
         /// Whether the judge approves.
+        approve: bool,
+        /// Why.
+        reason: String,
+    },
+    /// A person decided a held call directly (through a console, an MCP host's
+    /// elicitation, or `tooltrust pending`), acting as its judge.
+    CallDecided {
+        /// The scope that made the call.
+        scope: Id,
+        /// The held call.
+        pending: Id,
+        /// The call's checksum: the decision binds to exactly these arguments.
+        checksum: Checksum,
+        /// Who decided.
+        reviewer: Id,
+        /// Whether the call may run.
         approve: bool,
         /// Why.
         reason: String,
@@ -200,15 +239,61 @@ pub struct CallDecision {
     pub reason: String,
 }
 
-/// Why an event could not be recorded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the event could not be recorded: {0}")]
-pub struct RecordError(pub String);
+/// Why an event could not be recorded. It keeps the recorder's own error (an
+/// [`AuditError`](crate::audit::AuditError), a database error) as its
+/// [`source`](std::error::Error::source).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the event could not be recorded")]
+pub struct RecordError {
+    #[source]
+    source: Arc<dyn std::error::Error + Send + Sync + 'static>,
+}
 
-/// Where events go: the audit log, or memory in tests.
+impl RecordError {
+    /// Wraps the recorder's error.
+    pub fn new(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        RecordError {
+            source: Arc::new(source),
+        }
+    }
+
+    /// The recorder's error, to downcast.
+    pub fn recorder_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.source
+    }
+}
+
+/// A batch that was recorded only in part: the first `recorded` events are durable, the
+/// rest are not.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{recorded} event(s) of the batch were recorded before the recorder failed")]
+pub struct PartialRecord {
+    /// How many events, from the start of the batch, are durable.
+    pub recorded: usize,
+    /// Why the next one is not.
+    #[source]
+    pub error: RecordError,
+}
+
+/// Where events go: the audit log, a database, or memory in tests.
+///
+/// A session hands events over in the order its transitions happened, one batch at a
+/// time, never while holding its state lock; see [`Session`](crate::Session) for the
+/// ordering guarantee. A recorder must not call back into the session that drives it
+/// in a way that records (that would wait on itself).
 pub trait Recorder: Send + Sync {
     /// Records `event` durably; an error means the decision must not be taken.
     fn record(&self, event: &Event) -> Result<(), RecordError>;
+
+    /// Records `events` durably, in order. Override it to make the batch cost one
+    /// sync (group commit); the default records them one by one.
+    fn record_batch(&self, events: &[Event]) -> Result<(), PartialRecord> {
+        for (recorded, event) in events.iter().enumerate() {
+            self.record(event)
+                .map_err(|error| PartialRecord { recorded, error })?;
+        }
+        Ok(())
+    }
 }
 
 /// Keeps events in memory (tests, examples, hosts that forward them elsewhere).

@@ -1,8 +1,12 @@
-//! Ids that may appear in tag names, and the hex helpers shared by checksums and nonces.
+//! Ids that may appear in tag names.
 
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::hex;
+use crate::random;
+pub use crate::random::RandomError;
 
 /// The longest id accepted.
 pub const MAX_ID_LEN: usize = 128;
@@ -13,7 +17,8 @@ pub const MAX_ID_LEN: usize = 128;
 /// use tooltrust::Id;
 /// assert!(Id::new("call_0aF-9").is_ok());
 /// assert!(Id::new("x>y").is_err());
-/// assert_eq!(Id::random().as_str().len(), 32);
+/// assert_eq!(Id::random()?.as_str().len(), 32);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
@@ -49,16 +54,8 @@ impl Id {
     }
 
     /// A fresh 128-bit random id from the OS CSPRNG, as 32 lowercase hex characters.
-    ///
-    /// # Panics
-    ///
-    /// If the operating system's random number generator fails, which no supported
-    /// platform does once booted.
-    pub fn random() -> Self {
-        let mut bytes = [0u8; 16];
-        #[allow(clippy::expect_used)]
-        getrandom::fill(&mut bytes).expect("the OS random number generator failed");
-        Id(hex(&bytes))
+    pub fn random() -> Result<Self, RandomError> {
+        Ok(Id(hex::encode(&random::bytes::<16>()?)))
     }
 
     /// An id the crate itself names; the text is a valid id by construction.
@@ -91,14 +88,25 @@ pub fn validate(id: &str) -> Result<(), IdError> {
     Ok(())
 }
 
-/// Whether `c` may appear in an id.
-pub fn is_id_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_' || c == '-'
-}
+pub(crate) use tooltrust_internals::is_id_char;
 
 impl fmt::Display for Id {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+impl std::ops::Deref for Id {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Id {
+    fn borrow(&self) -> &str {
+        &self.0
     }
 }
 
@@ -127,38 +135,6 @@ impl TryFrom<String> for Id {
     fn try_from(id: String) -> Result<Self, IdError> {
         Id::new(id)
     }
-}
-
-/// Decodes `text`, exactly `2 * out.len()` hex digits (lowercase only, or either case),
-/// into `out`; `false` when it is anything else.
-pub(crate) fn decode_hex(text: &str, out: &mut [u8], lowercase_only: bool) -> bool {
-    let nibble = |b: u8| match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' if !lowercase_only => Some(b - b'A' + 10),
-        _ => None,
-    };
-    if text.len() != out.len() * 2 {
-        return false;
-    }
-    for (slot, pair) in out.iter_mut().zip(text.as_bytes().chunks_exact(2)) {
-        match (nibble(pair[0]), nibble(pair[1])) {
-            (Some(high), Some(low)) => *slot = high << 4 | low,
-            _ => return false,
-        }
-    }
-    true
-}
-
-/// Lowercase hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &byte in bytes {
-        out.push(DIGITS[(byte >> 4) as usize] as char);
-        out.push(DIGITS[(byte & 0xf) as usize] as char);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -190,8 +166,8 @@ mod tests {
 
     #[test]
     fn random_ids_are_128_bit_hex_and_distinct() {
-        let a = Id::random();
-        let b = Id::random();
+        let a = Id::random().unwrap();
+        let b = Id::random().unwrap();
         assert_eq!(a.as_str().len(), 32);
         assert!(
             a.as_str()

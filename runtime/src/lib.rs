@@ -3,15 +3,25 @@
 //! Mark each tool with how far its output may be trusted, and the runtime enforces it:
 //!
 //! ```
-//! use tooltrust::{tool, tools, CallOutcome, Id, Session, Taint, ToolCall, Trust};
+//! use tooltrust::{tool, tools, CallOutcome, ClosedVocabulary, Id, Session, Taint, ToolCall, Trust};
+//!
+//! /// The products a policy exists for: the model selects one, it never writes one.
+//! #[derive(ClosedVocabulary)]
+//! enum Product {
+//!     Kettle,
+//!     Toaster,
+//! }
 //!
 //! /// Returns the refund policy that support agents must follow.
 //! #[tool(trusted, instruction, read_only)]
 //! fn refund_policy(
 //!     /// The product the customer bought.
-//!     product: String,
-//! ) -> String {
-//!     format!("Refunds for {product} are granted within 30 days.")
+//!     product: Product,
+//! ) -> &'static str {
+//!     match product {
+//!         Product::Kettle => "Kettles: refunds within 30 days.",
+//!         Product::Toaster => "Toasters: refunds within 14 days.",
+//!     }
 //! }
 //!
 //! /// Fetches a web page.
@@ -38,51 +48,45 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+// The data flows one way, and the modules are declared in that order: each uses only
+// those above it. call → checksum → gate → run → render → record.
 pub mod agent;
+mod atomic_write;
 pub mod audit;
 pub mod block;
 pub mod call;
 pub mod canonical;
-pub mod conformance;
-pub mod content;
+mod content;
 pub mod envelope;
 pub mod event;
 pub mod gate;
+mod hex;
 pub mod id;
-pub mod nonce;
+mod nonce;
 pub mod providers;
 pub mod quarantine;
+mod random;
 pub mod record;
 pub mod registry;
 pub mod review;
-pub mod schema;
-pub mod scope;
+mod schema;
 pub mod session;
+#[cfg(feature = "testing")]
+pub mod testing;
+mod timestamp;
 pub mod tool;
+mod verdict;
 
-pub use agent::{
-    Agent, AgentError, AssistantMessage, CallResult, ChatMessage, Model, ModelError, ModelFuture,
-    ModelRequest, ModelToolCall, ScriptedModel, Transcript,
-};
-pub use block::{Block, Instruction};
-pub use call::{CallError, CallErrorReason, Checksum, ToolCall};
-pub use canonical::{JsonError, canonical_json, parse_strict};
-pub use content::{
-    ArtifactHandle, Content, InstructionText, IntoContent, Media, Retrieved, RetrievedRecord,
-    SourceTier,
-};
-pub use envelope::{Mode, RenderError, Rendered, Renderer, STANDING_EXPLANATION};
-pub use event::{CallDecision, Event, MemoryRecorder, RecordError, Recorder};
-pub use gate::{ArgumentFromTrustedBlock, Decision, GateContext, Policy, Rule, Ruling, Taint};
-pub use id::{Id, IdError};
-pub use nonce::{KeyError, SessionKey};
-pub use quarantine::{Exit, QuarantineHandle, QuarantineStatus};
-pub use record::{Memory, Message, Sender, Thought, ThoughtKind};
-pub use registry::{CatalogEntry, DispatchError, Registry, RegistryError, ToolOutput};
-pub use review::{Judge, Judgement, Material, ReviewError, Reviewer, RuleJudge, Subject, Verdict};
-pub use scope::{CallOutcome, Handoff, Scope, ScopeError};
-pub use session::{Review, Session, SessionBuilder};
-pub use tool::{ArgumentsError, Effects, Outcome, OutputKind, Tool, ToolFuture, ToolSpec, Trust};
+pub use agent::{Agent, Model};
+pub use audit::AuditLog;
+pub use block::Instruction;
+pub use call::ToolCall;
+pub use gate::{Policy, Taint};
+pub use id::Id;
+pub use record::{Message, Sender};
+pub use registry::Registry;
+pub use session::{CallOutcome, Scope, Session};
+pub use tool::{ClosedVocabulary, Context, Trust};
 
 /// Declares a tool: `#[tool(trusted | untrusted, [data | instruction], [read_only],
 /// [name = "…"], [description = "…"])]` on a free `fn` or `async fn`.
@@ -90,15 +94,27 @@ pub use tool::{ArgumentsError, Effects, Outcome, OutputKind, Tool, ToolFuture, T
 /// It keeps the function as written and generates, for `fn fetch_page`, an arguments
 /// struct `FetchPageArgs` (serde + schemars; parameter doc comments become field
 /// descriptions, `Option<T>` parameters are optional) and a unit struct `FetchPage`
-/// that implements [`Tool`]. See the crate root for an example.
+/// that implements [`tool::Tool`]. See the crate root for an example.
 pub use tooltrust_macros::tool;
 
+/// Turns the `#[tool]` methods of an inherent `impl` block into tools of one value:
+/// `#[toolbox] impl Mailer { #[tool(trusted)] async fn send_email(&self, …) … }`. Each
+/// method takes `&self`; the type implements [`tool::Toolbox`], so
+/// `Registry::builder().toolbox(Arc::new(mailer))` adds its tools. `Context<T>`
+/// parameters are filled by the host per scope, never by the model.
+pub use tooltrust_macros::toolbox;
+
+/// Derives [`ClosedVocabulary`](trait@ClosedVocabulary) (with `Deserialize` and
+/// `JsonSchema`) for an enum of unit variants: the model selects a variant by name.
+pub use tooltrust_macros::ClosedVocabulary;
+
 /// Builds a [`Registry`] from `#[tool]` functions, rejecting duplicate names at compile
-/// time: `tools![refund_policy, fetch_page]` returns `Result<Registry, RegistryError>`.
+/// time: `tools![refund_policy, fetch_page]` returns
+/// `Result<Registry, registry::RegistryError>`.
 pub use tooltrust_macros::tools;
 
 /// The README's code compiles and runs as a doctest, so the README cannot rot.
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "testing"))]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
@@ -110,27 +126,21 @@ pub mod __private {
     pub use schemars;
     pub use serde;
     pub use serde_json;
+    pub use std::borrow::Cow;
 
     use crate::content::{InstructionText, IntoContent};
+    pub use crate::registry::Registry;
     pub use crate::schema::args_schema;
-    use crate::tool::{ArgumentsError, Outcome};
+    use crate::tool::Outcome;
+    pub use crate::tool::{
+        ClosedVocabulary, Context, DeclaredTrust, Effects, OutputKind, Tool, ToolError, ToolFuture,
+        ToolInput, ToolSpec, Toolbox,
+    };
+    pub use std::sync::Arc;
 
-    /// Deserializes a tool's arguments.
-    pub fn parse_args<T: serde::de::DeserializeOwned>(
-        args: serde_json::Value,
-    ) -> Result<T, ArgumentsError> {
-        serde_path_to_error::deserialize(args).map_err(|error| {
-            let path = error.path().to_string();
-            let inner = error.into_inner();
-            ArgumentsError {
-                message: if path == "." {
-                    inner.to_string()
-                } else {
-                    format!("`{path}`: {inner}")
-                },
-            }
-        })
-    }
+    /// Holds when `T` is a closed vocabulary; the bound's diagnostic says why an
+    /// instruction tool's parameter must be one.
+    pub const fn closed_vocabulary<T: ClosedVocabulary>() {}
 
     /// The outcome of a tool that returns a plain value.
     pub fn outcome_of_value<T: IntoContent>(value: T) -> Outcome {

@@ -12,10 +12,14 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use zeroize::Zeroizing;
 
-use crate::id::{decode_hex, hex};
+use crate::hex::{self, Case};
+use crate::random::{self, RandomError};
 
 /// Domain separation of every derived nonce.
 const DOMAIN: &[u8] = b"tooltrust/v1";
+
+/// How many bytes of the MAC a nonce keeps (128 bits).
+const NONCE_BYTES: usize = 16;
 
 /// A per-session secret from the OS CSPRNG. It never appears in a prompt, a log or the
 /// audit log; `Debug` prints nothing of it.
@@ -31,8 +35,8 @@ pub struct SessionKey {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
     /// The OS random number generator failed.
-    #[error("the OS random number generator failed: {0}")]
-    Random(String),
+    #[error(transparent)]
+    Random(#[from] RandomError),
     /// The key text is not 32 raw bytes or 64 hex characters.
     #[error("a session key is 32 raw bytes or 64 hex characters")]
     Format,
@@ -42,7 +46,7 @@ impl SessionKey {
     /// A fresh key from the OS CSPRNG.
     pub fn generate() -> Result<Self, KeyError> {
         let mut bytes = Zeroizing::new([0u8; 32]);
-        getrandom::fill(bytes.as_mut()).map_err(|error| KeyError::Random(error.to_string()))?;
+        random::fill(bytes.as_mut())?;
         Ok(Self::from_bytes(*bytes))
     }
 
@@ -65,7 +69,7 @@ impl SessionKey {
             .map_err(|_| KeyError::Format)?
             .trim();
         let mut bytes = Zeroizing::new([0u8; 32]);
-        if !decode_hex(text, bytes.as_mut(), false) {
+        if !hex::decode(text, bytes.as_mut(), Case::Either) {
             return Err(KeyError::Format);
         }
         Ok(Self::from_bytes(*bytes))
@@ -74,6 +78,23 @@ impl SessionKey {
     /// The nonce of `identity` in `tier`: 32 lowercase hex characters. Each identity part
     /// is length-prefixed, so no two different identities share an input.
     pub fn nonce(&self, tier: &str, identity: &[&str]) -> String {
+        let tag = self.mac_of(tier, identity).finalize().into_bytes();
+        hex::encode(&tag[..NONCE_BYTES])
+    }
+
+    /// Whether `nonce` is the nonce of `identity` in `tier`, compared in constant time
+    /// (the MAC crate's own truncated verification), so a forger learns nothing from
+    /// how long a wrong guess took to refuse.
+    pub fn verify(&self, tier: &str, identity: &[&str], nonce: &str) -> bool {
+        let mut tag = [0u8; NONCE_BYTES];
+        hex::decode(nonce, &mut tag, Case::Lower)
+            && self
+                .mac_of(tier, identity)
+                .verify_truncated_left(&tag)
+                .is_ok()
+    }
+
+    fn mac_of(&self, tier: &str, identity: &[&str]) -> Hmac<Sha256> {
         let mut mac = self.mac.clone();
         mac.update(DOMAIN);
         mac.update(&[0]);
@@ -83,8 +104,7 @@ impl SessionKey {
             mac.update(&(part.len() as u64).to_be_bytes());
             mac.update(part.as_bytes());
         }
-        let tag = mac.finalize().into_bytes();
-        hex(&tag[..16])
+        mac
     }
 
     /// The raw key, for a host that persists it; never put it in a prompt or a log.
@@ -129,8 +149,12 @@ mod tests {
         mac.update(b"tooltrust/v1\0message\0");
         mac.update(&3u64.to_be_bytes());
         mac.update(b"m-1");
-        let expected = hex(&mac.finalize().into_bytes()[..16]);
+        let expected = hex::encode(&mac.finalize().into_bytes()[..16]);
         assert_eq!(key.nonce("message", &["m-1"]), expected);
+        assert!(key.verify("message", &["m-1"], &expected));
+        assert!(!key.verify("message", &["m-2"], &expected));
+        assert!(!key.verify("message", &["m-1"], &expected.to_uppercase()));
+        assert!(!key.verify("message", &["m-1"], &expected[..30]));
     }
 
     #[test]

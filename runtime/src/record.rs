@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::id::Id;
+
 /// Who sent a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -21,9 +23,8 @@ pub enum Sender {
 /// principal the agent acts for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
-    /// The message's id; it goes into tag names in compat mode, so it must match
-    /// `[A-Za-z0-9_-]+`.
-    pub id: String,
+    /// The message's id; it goes into tag names in compat mode.
+    pub id: Id,
     /// Who sent it.
     pub sender: Sender,
     /// How the sender is shown (`from="…"`).
@@ -38,8 +39,8 @@ pub struct Message {
 /// A memory the agent recalls.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Memory {
-    /// The memory's id; must match `[A-Za-z0-9_-]+`.
-    pub id: String,
+    /// The memory's id.
+    pub id: Id,
     /// The remembered text.
     pub content: String,
     /// Where it came from, if known.
@@ -79,8 +80,8 @@ impl ThoughtKind {
 /// A reasoning trace replayed into the context.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Thought {
-    /// The thought's id; must match `[A-Za-z0-9_-]+`.
-    pub id: String,
+    /// The thought's id.
+    pub id: Id,
     /// Whose reasoning it is.
     pub kind: ThoughtKind,
     /// Who reasoned (`from="…"`).

@@ -1,6 +1,7 @@
 //! The explicit, per-agent list of tools the agent may call.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -9,15 +10,19 @@ use crate::call::{Checksum, ToolCall};
 use crate::canonical::canonical_json;
 use crate::content::Content;
 use crate::id::Id;
-use crate::tool::{ArgumentsError, Effects, Outcome, OutputKind, Tool, ToolSpec, Trust};
+use crate::schema::{StrictSchemaError, strict_schema};
+use crate::tool::{
+    ArgumentsError, Contexts, DeclaredTrust, Effects, Outcome, OutputKind, Tool, ToolError,
+    ToolInput, ToolSpec, Toolbox, Trust, check_arguments, free_text_argument,
+};
 
-/// The longest tool name accepted.
-pub const MAX_TOOL_NAME_LEN: usize = 64;
+pub use tooltrust_internals::{MAX_TOOL_NAME_LEN, is_valid_tool_name};
 
 /// The tools an agent may use, sorted by name, with a fingerprint of their surface.
 ///
 /// Build it with [`tools!`](crate::tools) (which also rejects duplicate names at compile
-/// time) or [`Registry::new`].
+/// time), [`Registry::builder`] (free functions, toolboxes and tools defined at run time
+/// together) or [`Registry::new`].
 pub struct Registry {
     entries: Vec<Entry>,
     catalog: Vec<CatalogEntry>,
@@ -27,6 +32,10 @@ pub struct Registry {
 struct Entry {
     spec: ToolSpec,
     tool: Box<dyn Tool>,
+    /// The arguments schema, read once.
+    schema: Value,
+    /// The first argument that is free text rather than a closed vocabulary, if any.
+    free_text: Option<String>,
 }
 
 /// One tool as the catalog shows it.
@@ -37,36 +46,55 @@ pub struct CatalogEntry {
     /// What the tool does.
     pub description: String,
     /// How far its output may be trusted.
-    pub trust: Trust,
+    pub trust: DeclaredTrust,
     /// Whether its output is data or instruction.
     pub output: OutputKind,
     /// Whether it changes state outside the agent.
     pub effects: Effects,
     /// The JSON Schema of its arguments.
     pub schema: Value,
+    /// The same schema in the form OpenAI's strict structured outputs accept (every
+    /// property required, optional ones nullable, no additional properties, no
+    /// unsupported keywords), or why it has none (a map's keys cannot be listed).
+    #[serde(skip)]
+    pub strict_schema: Result<Value, StrictSchemaError>,
 }
 
-/// Why a registry could not be built.
+/// Why a registry (or a tool defined at run time) could not be built. The wording of
+/// each declaration error is the compile error's, for tools `#[tool]` declares.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RegistryError {
     /// Two tools have the same name.
     #[error("two tools are named `{0}`; every tool in a registry needs its own name")]
     DuplicateName(String),
     /// A tool's name is not `[A-Za-z0-9_-]{{1,64}}`.
-    #[error(
-        "tool name {0:?} is invalid: a tool name is 1 to 64 characters of A-Z, a-z, 0-9, `_` and `-`"
-    )]
+    #[error("tool name {0:?} is invalid: a tool name is {rule}", rule = tooltrust_internals::TOOL_NAME_RULE)]
     InvalidName(String),
-    /// A tool declares `untrusted` with `instruction` output (possible only for
-    /// hand-written `Tool` impls; `#[tool]` refuses it at compile time).
-    #[error(
-        "tool `{0}` is untrusted but declares instruction output; untrusted output is always data"
-    )]
+    /// A tool declares `untrusted` with `instruction` output.
+    #[error("tool `{0}`: {reason}", reason = tooltrust_internals::UNTRUSTED_INSTRUCTION)]
     UntrustedInstruction(String),
+    /// A tool has no description, so the model cannot know when to call it.
+    #[error(
+        "tool `{0}` has no description: say what the tool does, so that the model knows when to call it"
+    )]
+    MissingDescription(String),
+    /// A tool's arguments schema is not an object schema.
+    #[error(
+        "tool `{0}`: the arguments schema must be a JSON object schema (`\"type\": \"object\"`)"
+    )]
+    NotAnObjectSchema(String),
+    /// A tool defined at run time declares no trust (trust is mandatory).
+    #[error("tool `{0}` declares no trust: say whether its output is trusted or untrusted")]
+    MissingTrust(String),
+    /// A tool defined at run time has nothing to run.
+    #[error("tool `{0}` has no handler")]
+    MissingHandler(String),
 }
 
-/// Why a call could not be dispatched.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a call could not be dispatched; nothing ran.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum DispatchError {
     /// The model named a tool this registry does not hold.
     #[error("unknown tool `{name}`; available tools: {}", available.join(", "))]
@@ -76,13 +104,15 @@ pub enum DispatchError {
         /// The names the registry holds, sorted.
         available: Vec<String>,
     },
-    /// The arguments do not match the tool's schema.
-    #[error("invalid arguments for `{tool}`: {error}")]
-    InvalidArguments {
+    /// The tool refused its input (arguments that do not match its schema, a missing
+    /// context).
+    #[error("call to `{tool}` refused: {error}")]
+    Refused {
         /// The tool that was called.
         tool: String,
-        /// What the deserializer said.
-        error: ArgumentsError,
+        /// Why.
+        #[source]
+        error: ToolError,
     },
 }
 
@@ -106,42 +136,157 @@ pub struct ToolOutput {
     pub failed: bool,
 }
 
-impl Registry {
-    /// Builds a registry, refusing duplicate and invalid names.
-    pub fn new(tools: impl IntoIterator<Item = Box<dyn Tool>>) -> Result<Self, RegistryError> {
-        let mut entries: Vec<Entry> = tools
-            .into_iter()
-            .map(|tool| Entry {
-                spec: tool.spec(),
-                tool,
-            })
-            .collect();
-        entries.sort_by(|a, b| a.spec.name.cmp(b.spec.name));
-        for entry in &entries {
-            if !is_valid_tool_name(entry.spec.name) {
-                return Err(RegistryError::InvalidName(entry.spec.name.to_owned()));
-            }
-            if entry.spec.trust != Trust::Trusted && entry.spec.output == OutputKind::Instruction {
-                return Err(RegistryError::UntrustedInstruction(
-                    entry.spec.name.to_owned(),
-                ));
+/// Builds a [`Registry`] from tools of every kind.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// struct Mailer;
+///
+/// #[tooltrust::toolbox]
+/// impl Mailer {
+///     /// Reads the user's inbox.
+///     #[tool(untrusted, read_only)]
+///     fn read_inbox(&self) -> String {
+///         "no mail".into()
+///     }
+/// }
+///
+/// /// Fetches a web page.
+/// #[tooltrust::tool(untrusted, read_only)]
+/// fn fetch_page(url: String) -> String {
+///     url
+/// }
+///
+/// let registry = tooltrust::Registry::builder()
+///     .tools(tooltrust::tools![fetch_page])
+///     .toolbox(Arc::new(Mailer))
+///     .build()?; // duplicate names across all sources: a typed error
+/// assert_eq!(registry.names().collect::<Vec<_>>(), ["fetch_page", "read_inbox"]);
+/// # Ok::<(), tooltrust::registry::RegistryError>(())
+/// ```
+#[derive(Default)]
+pub struct RegistryBuilder {
+    tools: Vec<Box<dyn Tool>>,
+    error: Option<RegistryError>,
+}
+
+impl RegistryBuilder {
+    /// Adds one tool.
+    pub fn tool(mut self, tool: impl Tool + 'static) -> Self {
+        self.tools.push(Box::new(tool));
+        self
+    }
+
+    /// Adds tools: a registry (what `tools![…]` builds), or any list of boxed tools. An
+    /// error `tools![…]` returned is reported by [`build`](Self::build).
+    pub fn tools(mut self, tools: impl IntoTools) -> Self {
+        match tools.into_tools() {
+            Ok(tools) => self.tools.extend(tools),
+            Err(error) => {
+                self.error.get_or_insert(error);
             }
         }
+        self
+    }
+
+    /// Adds the tools of a `#[toolbox]` value.
+    pub fn toolbox<T: Toolbox>(mut self, toolbox: Arc<T>) -> Self {
+        self.tools.extend(toolbox.tools());
+        self
+    }
+
+    /// Builds the registry, refusing duplicate names across all sources and any invalid
+    /// declaration.
+    pub fn build(self) -> Result<Registry, RegistryError> {
+        match self.error {
+            Some(error) => Err(error),
+            None => Registry::new(self.tools),
+        }
+    }
+}
+
+/// What [`RegistryBuilder::tools`] takes.
+pub trait IntoTools {
+    /// The tools, or why they could not be listed.
+    fn into_tools(self) -> Result<Vec<Box<dyn Tool>>, RegistryError>;
+}
+
+impl IntoTools for Registry {
+    fn into_tools(self) -> Result<Vec<Box<dyn Tool>>, RegistryError> {
+        Ok(self.entries.into_iter().map(|entry| entry.tool).collect())
+    }
+}
+
+impl IntoTools for Result<Registry, RegistryError> {
+    fn into_tools(self) -> Result<Vec<Box<dyn Tool>>, RegistryError> {
+        self?.into_tools()
+    }
+}
+
+impl IntoTools for Vec<Box<dyn Tool>> {
+    fn into_tools(self) -> Result<Vec<Box<dyn Tool>>, RegistryError> {
+        Ok(self)
+    }
+}
+
+/// Checks one tool's declaration against its arguments `schema`: the name rule, trust
+/// and output, a description, an object schema. (An instruction tool that takes free
+/// text is accepted; its output is rendered as data once the scope is tainted.)
+pub(crate) fn validate_tool(spec: &ToolSpec, schema: &Value) -> Result<(), RegistryError> {
+    let name = || spec.name.to_string();
+    if !is_valid_tool_name(&spec.name) {
+        return Err(RegistryError::InvalidName(name()));
+    }
+    if spec.description.trim().is_empty() {
+        return Err(RegistryError::MissingDescription(name()));
+    }
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(RegistryError::NotAnObjectSchema(name()));
+    }
+    if spec.output == OutputKind::Instruction && spec.trust == DeclaredTrust::Untrusted {
+        return Err(RegistryError::UntrustedInstruction(name()));
+    }
+    Ok(())
+}
+
+impl Registry {
+    /// Starts a registry of tools from every source.
+    pub fn builder() -> RegistryBuilder {
+        RegistryBuilder::default()
+    }
+
+    /// Builds a registry, refusing duplicate names and invalid declarations.
+    pub fn new(tools: impl IntoIterator<Item = Box<dyn Tool>>) -> Result<Self, RegistryError> {
+        let mut entries = Vec::new();
+        for tool in tools {
+            let spec = tool.spec();
+            let schema = tool.args_schema();
+            validate_tool(&spec, &schema)?;
+            entries.push(Entry {
+                free_text: free_text_argument(&schema),
+                spec,
+                tool,
+                schema,
+            });
+        }
+        entries.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
         if let Some(pair) = entries
             .windows(2)
             .find(|w| w[0].spec.name == w[1].spec.name)
         {
-            return Err(RegistryError::DuplicateName(pair[0].spec.name.to_owned()));
+            return Err(RegistryError::DuplicateName(pair[0].spec.name.to_string()));
         }
         let catalog: Vec<CatalogEntry> = entries
             .iter()
             .map(|entry| CatalogEntry {
-                name: entry.spec.name.to_owned(),
-                description: entry.spec.description.to_owned(),
+                name: entry.spec.name.to_string(),
+                description: entry.spec.description.trim().to_owned(),
                 trust: entry.spec.trust,
                 output: entry.spec.output,
                 effects: entry.spec.effects,
-                schema: entry.tool.args_schema(),
+                strict_schema: strict_schema(&entry.schema),
+                schema: entry.schema.clone(),
             })
             .collect();
         let fingerprint = fingerprint_of(&catalog);
@@ -164,8 +309,8 @@ impl Registry {
     }
 
     /// The names of the tools, sorted.
-    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.entries.iter().map(|entry| entry.spec.name)
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.entries.iter().map(|entry| &*entry.spec.name)
     }
 
     /// The number of tools.
@@ -179,13 +324,19 @@ impl Registry {
     }
 
     /// The declared metadata of `name`, or an error that lists the available tools.
-    pub fn spec(&self, name: &str) -> Result<ToolSpec, DispatchError> {
-        self.entry(name).map(|entry| entry.spec)
+    pub fn spec(&self, name: &str) -> Result<&ToolSpec, DispatchError> {
+        self.entry(name).map(|entry| &entry.spec)
+    }
+
+    /// The first argument of tool `name` that is free text rather than a closed
+    /// vocabulary, if it has one (and the tool exists).
+    pub fn free_text_argument(&self, name: &str) -> Option<&str> {
+        self.entry(name).ok()?.free_text.as_deref()
     }
 
     fn entry(&self, name: &str) -> Result<&Entry, DispatchError> {
         self.entries
-            .binary_search_by(|entry| entry.spec.name.cmp(name))
+            .binary_search_by(|entry| (*entry.spec.name).cmp(name))
             .map(|at| &self.entries[at])
             .map_err(|_| DispatchError::UnknownTool {
                 name: name.to_owned(),
@@ -193,27 +344,38 @@ impl Registry {
             })
     }
 
-    /// Runs `call`. An unknown tool and arguments that do not match the schema are
-    /// errors and run nothing; a tool that ran returns its output tagged with the trust
-    /// it is rendered with. Only a scope calls it, after the gate allowed the call.
-    pub(crate) async fn run(&self, call: &ToolCall) -> Result<ToolOutput, DispatchError> {
+    /// Runs `call` with the scope's `contexts`. An unknown tool, arguments that do not
+    /// fit (for an instruction tool, anything outside its closed vocabulary) and a
+    /// missing context are errors and run nothing; a tool that ran returns its output
+    /// tagged with the trust it is rendered with. Only a scope calls it, after the gate
+    /// allowed the call.
+    pub(crate) async fn run(
+        &self,
+        call: &ToolCall,
+        contexts: &Contexts,
+    ) -> Result<ToolOutput, DispatchError> {
         let entry = self.entry(call.tool())?;
-        let args = Value::Object(call.args().clone());
-        let outcome =
-            entry
-                .tool
-                .call(args)
-                .await
-                .map_err(|error| DispatchError::InvalidArguments {
-                    tool: call.tool().to_owned(),
-                    error,
-                })?;
-        Ok(tag_output(entry.spec, call, outcome))
+        let refused = |error: ToolError| DispatchError::Refused {
+            tool: call.tool().to_owned(),
+            error,
+        };
+        if entry.spec.output == OutputKind::Instruction {
+            // The second line of defence behind the compile-time bound, for tools that
+            // declare a vocabulary without enforcing it.
+            check_arguments(&entry.schema, call.args())
+                .map_err(|error: ArgumentsError| refused(error.into()))?;
+        }
+        let outcome = entry
+            .tool
+            .call(ToolInput::new(call, contexts))
+            .await
+            .map_err(refused)?;
+        Ok(tag_output(&entry.spec, call, outcome))
     }
 }
 
 /// Tags an outcome with the trust it is rendered with: trust is content, not courier.
-fn tag_output(spec: ToolSpec, call: &ToolCall, outcome: Outcome) -> ToolOutput {
+fn tag_output(spec: &ToolSpec, call: &ToolCall, outcome: Outcome) -> ToolOutput {
     let (content, failed) = match outcome {
         Outcome::Output(content) => (content, false),
         Outcome::Failed(message) => (Content::Text(message), true),
@@ -221,7 +383,7 @@ fn tag_output(spec: ToolSpec, call: &ToolCall, outcome: Outcome) -> ToolOutput {
     let trust = if failed || content.is_outsider_content() {
         Trust::Untrusted
     } else {
-        spec.trust
+        spec.trust.into()
     };
     let output = if trust == Trust::Trusted {
         spec.output
@@ -229,7 +391,7 @@ fn tag_output(spec: ToolSpec, call: &ToolCall, outcome: Outcome) -> ToolOutput {
         OutputKind::Data
     };
     ToolOutput {
-        tool: spec.name.to_owned(),
+        tool: spec.name.to_string(),
         call_id: call.id().clone(),
         checksum: call.checksum(),
         trust,
@@ -243,11 +405,6 @@ fn fingerprint_of(catalog: &[CatalogEntry]) -> String {
     // Serializing plain data into a `Value` cannot fail; an empty catalog is `[]`.
     let value = serde_json::to_value(catalog).unwrap_or(Value::Array(Vec::new()));
     Checksum::of(canonical_json(&value).as_bytes()).to_hex()
-}
-
-/// Whether `name` matches `[A-Za-z0-9_-]{1,64}`.
-pub fn is_valid_tool_name(name: &str) -> bool {
-    !name.is_empty() && name.len() <= MAX_TOOL_NAME_LEN && name.chars().all(crate::id::is_id_char)
 }
 
 impl fmt::Debug for Registry {

@@ -76,11 +76,17 @@ pub enum EventError {
 }
 
 /// An event's fields, checked and ready to be sealed into an entry.
-pub(crate) struct Body(Map<String, Value>);
+///
+/// Every chain of entries (the file log, and the database stores of `tooltrust-store`)
+/// seals its entries with this type, so that one verifier reads them all.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Body(Map<String, Value>);
 
 impl Body {
-    /// Serializes `event` and checks its shape.
-    pub(crate) fn of<T: Serialize + ?Sized>(event: &T) -> Result<Body, EventError> {
+    /// Serializes `event` and checks its shape: a JSON object with a string field
+    /// `"event"` naming its type (`[A-Za-z0-9_-]{1,128}`) and none of
+    /// [`RESERVED_FIELDS`].
+    pub fn of<T: Serialize + ?Sized>(event: &T) -> Result<Body, EventError> {
         let value = serde_json::to_value(event)
             .map_err(|error| EventError::Serialize(error.to_string()))?;
         let Value::Object(fields) = value else {
@@ -100,9 +106,10 @@ impl Body {
         Ok(Body(fields))
     }
 
-    /// Seals the body as entry `seq`: returns the line to write (with its newline) and
-    /// the entry's hash.
-    pub(crate) fn seal(
+    /// Seals the body as entry `seq`, with timestamp `ts`, after the entry whose hash is
+    /// `prev`: returns the entry's line (its canonical JSON followed by `\n`) and its
+    /// hash. Fails only when the line would exceed [`MAX_LINE_BYTES`].
+    pub fn seal(
         mut self,
         seq: u64,
         ts: String,

@@ -8,15 +8,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use super::entry::{Body, EventError, MAX_SEQ};
 use super::head::{Head, HeadError};
 use super::storage::{FileStorage, Storage, io_error};
 use super::verify::{EntryReader, VerifyError, VerifyErrorKind};
 use crate::call::Checksum;
-use crate::event::{Event, RecordError, Recorder};
+use crate::event::{Event, PartialRecord, RecordError, Recorder};
 
 /// Why the log could not open or append.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -51,9 +49,6 @@ pub enum AuditError {
         "audit log has entries but no head file; restore the head (from a pinned copy) before opening"
     )]
     HeadMissing,
-    /// The clock cannot be written as an RFC 3339 timestamp.
-    #[error("audit log: the clock cannot be written as RFC 3339: {0}")]
-    Clock(String),
     /// The log holds 2^53 entries, the most canonical JSON numbers count exactly.
     #[error("audit log is full (seq 2^53)")]
     Full,
@@ -338,35 +333,79 @@ impl AuditLog {
     /// its type (`[A-Za-z0-9_-]{1,128}`) and no field named `seq`, `ts`, `prev` or
     /// `hash`. Never pass secrets: see the type's documentation.
     pub fn append<T: Serialize + ?Sized>(&self, event: &T) -> Result<Receipt, AuditError> {
-        let body = Body::of(event)?;
+        let mut receipts = self
+            .append_bodies(vec![Body::of(event)?])
+            .map_err(|partial| partial.error)?;
+        // One receipt per body appended.
+        Ok(receipts.swap_remove(0))
+    }
+
+    /// Appends `events` in order, as consecutive entries that share one sync, and
+    /// returns once all are durable. Every event is checked before any is written, so
+    /// a malformed one appends nothing; if the write or sync fails, the error says how
+    /// many of the events (from the first) are durable.
+    pub fn append_all<T: Serialize>(&self, events: &[T]) -> Result<Vec<Receipt>, PartialAppend> {
+        let bodies = events
+            .iter()
+            .map(Body::of)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| PartialAppend {
+                appended: 0,
+                error: error.into(),
+            })?;
+        self.append_bodies(bodies)
+    }
+
+    fn append_bodies(&self, bodies: Vec<Body>) -> Result<Vec<Receipt>, PartialAppend> {
+        let refused = |error| PartialAppend { appended: 0, error };
         let mut state = self.lock();
         if let Some(error) = &state.poisoned {
-            return Err(AuditError::Poisoned(Box::new(error.clone())));
+            return Err(refused(AuditError::Poisoned(Box::new(error.clone()))));
         }
-        if state.tip.seq >= MAX_SEQ {
-            return Err(AuditError::Full);
+        if state.tip.seq + bodies.len() as u64 > MAX_SEQ {
+            return Err(refused(AuditError::Full));
         }
-        let seq = state.tip.seq + 1;
-        let (line, hash) = body.seal(seq, timestamp()?, &state.tip.hash)?;
-        state.pending.extend_from_slice(&line);
-        state.tip = Head { seq, hash };
+        let first = state.tip.seq + 1;
+        let mut receipts = Vec::with_capacity(bodies.len());
+        for body in bodies {
+            let seq = state.tip.seq + 1;
+            let (line, hash) = body
+                .seal(seq, crate::timestamp::now(), &state.tip.hash)
+                .map_err(|error| refused(error.into()))?;
+            state.pending.extend_from_slice(&line);
+            state.tip = Head { seq, hash };
+            receipts.push(Receipt { seq, hash });
+        }
+        let Some(last) = receipts.last().map(|receipt| receipt.seq) else {
+            return Ok(receipts);
+        };
         if state.gathering {
             self.arrived.notify_one();
         }
         let epoch = state.epoch;
         loop {
             if let Some((survived, error)) = state.failures.get(epoch) {
-                return if seq <= *survived {
-                    Ok(Receipt { seq, hash })
+                return if last <= *survived {
+                    Ok(receipts)
                 } else {
-                    Err(error.clone())
+                    Err(PartialAppend {
+                        appended: usize::try_from(survived.saturating_sub(first - 1))
+                            .unwrap_or(usize::MAX)
+                            .min(receipts.len()),
+                        error: error.clone(),
+                    })
                 };
             }
-            if state.durable.seq >= seq {
-                return Ok(Receipt { seq, hash });
+            if state.durable.seq >= last {
+                return Ok(receipts);
             }
             if let Some(error) = &state.poisoned {
-                return Err(AuditError::Poisoned(Box::new(error.clone())));
+                return Err(PartialAppend {
+                    appended: usize::try_from(state.durable.seq.saturating_sub(first - 1))
+                        .unwrap_or(usize::MAX)
+                        .min(receipts.len()),
+                    error: AuditError::Poisoned(Box::new(error.clone())),
+                });
             }
             state = if state.writing {
                 self.changed
@@ -592,9 +631,9 @@ impl Drop for Turn<'_> {
     }
 }
 
-/// The default [`AuditOptions::gather`], in microseconds: a fraction of one sync (200 to
-/// 400 µs on the benchmark machine). With 8 writers it took batches from about 4 to
-/// 7.5 entries per sync (`benches/audit.rs`).
+/// The default [`AuditOptions::gather`], in microseconds: a fraction of one sync, so
+/// that concurrent appenders join a batch without delaying a lone one much
+/// (`benches/audit.rs` measures the trade-off).
 const GATHER_MICROS: u64 = 100;
 
 /// The longest gathering wait used, whatever the options say.
@@ -603,18 +642,30 @@ const MAX_GATHER: Duration = Duration::from_secs(1);
 /// Whether a batch failed in its sync (rather than its write).
 const SYNC_FAILED: bool = true;
 
-fn timestamp() -> Result<String, AuditError> {
-    OffsetDateTime::now_utc()
-        .format(&Rfc3339)
-        .map_err(|e| AuditError::Clock(e.to_string()))
-}
-
 /// The session's events go to the log; an event that cannot be made durable is a
-/// decision that is not taken.
+/// decision that is not taken. A batch costs one sync.
 impl Recorder for AuditLog {
     fn record(&self, event: &Event) -> Result<(), RecordError> {
-        self.append(event)
-            .map(|_| ())
-            .map_err(|error| RecordError(error.to_string()))
+        self.append(event).map(|_| ()).map_err(RecordError::new)
     }
+
+    fn record_batch(&self, events: &[Event]) -> Result<(), PartialRecord> {
+        self.append_all(events)
+            .map(|_| ())
+            .map_err(|partial| PartialRecord {
+                recorded: partial.appended,
+                error: RecordError::new(partial.error),
+            })
+    }
+}
+
+/// An append of several events that stopped part-way.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{appended} event(s) were appended before the log failed: {error}")]
+pub struct PartialAppend {
+    /// How many of the events, from the first, are durable.
+    pub appended: usize,
+    /// Why the rest are not.
+    #[source]
+    pub error: AuditError,
 }

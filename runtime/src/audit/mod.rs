@@ -17,8 +17,8 @@ mod log;
 mod storage;
 mod verify;
 
-pub use entry::{Entry, EventError, GENESIS, MAX_LINE_BYTES, MAX_SEQ, RESERVED_FIELDS};
+pub use entry::{Body, Entry, EventError, GENESIS, MAX_LINE_BYTES, MAX_SEQ, RESERVED_FIELDS};
 pub use head::{Head, HeadError};
-pub use log::{AuditError, AuditLog, AuditOptions, OpenReport, Receipt, TornTail};
+pub use log::{AuditError, AuditLog, AuditOptions, OpenReport, PartialAppend, Receipt, TornTail};
 pub use storage::{FileStorage, HEAD_FILE, LOG_FILE, Storage};
 pub use verify::{EntryReader, VerifyError, VerifyErrorKind, VerifyReport, verify};

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::log::AuditError;
+use crate::atomic_write::{sync_dir, write_atomically};
 
 /// The log file's name inside the log directory.
 pub const LOG_FILE: &str = "audit.jsonl";
@@ -103,12 +104,11 @@ impl Storage for FileStorage {
     }
 
     fn write_head(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let temp = self.dir.join(HEAD_TEMP_FILE);
-        let mut file = File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temp, self.dir.join(HEAD_FILE))?;
-        sync_dir(&self.dir)
+        write_atomically(
+            &self.dir.join(HEAD_FILE),
+            &self.dir.join(HEAD_TEMP_FILE),
+            bytes,
+        )
     }
 
     fn save_torn(&mut self, offset: u64, bytes: &[u8]) -> io::Result<PathBuf> {
@@ -134,14 +134,6 @@ impl Storage for FileStorage {
 }
 
 /// Makes a directory's entries (a created or renamed file) durable.
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    #[cfg(unix)]
-    File::open(dir)?.sync_all()?;
-    #[cfg(not(unix))]
-    let _ = dir;
-    Ok(())
-}
-
 pub(crate) fn io_error(op: &'static str, error: io::Error) -> AuditError {
     AuditError::Io {
         op,

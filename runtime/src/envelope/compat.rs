@@ -18,7 +18,8 @@ pub fn unknown_tool_warning(tool: &str) -> String {
 pub(crate) fn neutralise_messages(body: &str) -> std::borrow::Cow<'_, str> {
     const OPENER: &str = "<system_instructions";
     const CLOSER: &str = "</system_instructions";
-    if !body.contains(OPENER) && !body.contains(CLOSER) {
+    // One scan for the name both share; most bodies do not hold it.
+    if memchr::memmem::find(body.as_bytes(), b"system_instructions").is_none() {
         return std::borrow::Cow::Borrowed(body);
     }
     std::borrow::Cow::Owned(
@@ -60,10 +61,7 @@ pub(crate) fn record_order(
 
 /// Milliseconds since the epoch of an RFC 3339 timestamp, for ordering.
 pub(crate) fn millis(timestamp: Option<&str>) -> Option<i128> {
-    let parsed =
-        time::OffsetDateTime::parse(timestamp?, &time::format_description::well_known::Rfc3339)
-            .ok()?;
-    Some(parsed.unix_timestamp_nanos() / 1_000_000)
+    crate::timestamp::unix_millis(timestamp?)
 }
 
 #[cfg(test)]

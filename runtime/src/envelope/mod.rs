@@ -24,6 +24,8 @@ pub use neutralise::{Finding, FindingKind, Neutralised, neutralise};
 pub use parse::{ParseError, ParseFault, ParsedBlock, parse, parse_sealed};
 pub use render::{Mode, RenderError, Rendered, Renderer};
 
+pub use crate::nonce::{KeyError, SessionKey};
+
 /// The tag families of the envelope vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -127,7 +129,9 @@ impl Tier {
 pub(crate) const BOUND_ATTRS: [&str; 3] = ["kind", "role", "output"];
 
 /// The domain a sealed nonce is derived in: the tier's name, then each bound attribute
-/// the block carries (`untrusted_content:kind=tool-result`).
+/// the block carries with its value's length (`untrusted_content:kind=11:tool-result`), so
+/// that no value can spell another attribute (`kind="x:output=instruction"` is not
+/// `kind="x" output="instruction"`).
 pub(crate) fn nonce_domain<'a>(tier: Tier, attr: impl Fn(&str) -> Option<&'a str>) -> String {
     let mut domain = tier.name().to_owned();
     for name in BOUND_ATTRS {
@@ -135,6 +139,8 @@ pub(crate) fn nonce_domain<'a>(tier: Tier, attr: impl Fn(&str) -> Option<&'a str
             domain.push(':');
             domain.push_str(name);
             domain.push('=');
+            domain.push_str(itoa::Buffer::new().format(value.len()));
+            domain.push(':');
             domain.push_str(value);
         }
     }
@@ -143,13 +149,30 @@ pub(crate) fn nonce_domain<'a>(tier: Tier, attr: impl Fn(&str) -> Option<&'a str
 
 /// Escapes an attribute value as the reference does: `&`, `<`, `>` and `"`.
 pub(crate) fn escape_attr(out: &mut String, value: &str) {
+    escape_into(out, value, false);
+}
+
+/// Like [`escape_attr`], and writes control characters (newlines among them) as `&#xN;`
+/// too, so that a value stays on its tag's line. Sealed mode only: compat writes what
+/// the reference writes.
+pub(crate) fn escape_attr_and_controls(out: &mut String, value: &str) {
+    escape_into(out, value, true);
+}
+
+fn escape_into(out: &mut String, value: &str, controls: bool) {
     let mut from = 0;
-    for (at, byte) in value.bytes().enumerate() {
-        let entity = match byte {
-            b'&' => "&amp;",
-            b'<' => "&lt;",
-            b'>' => "&gt;",
-            b'"' => "&quot;",
+    for (at, c) in value.char_indices() {
+        let entity = match c {
+            '&' => "&amp;",
+            '<' => "&lt;",
+            '>' => "&gt;",
+            '"' => "&quot;",
+            c if controls && c.is_control() => {
+                out.push_str(&value[from..at]);
+                out.push_str(&control_entity(c));
+                from = at + c.len_utf8();
+                continue;
+            }
             _ => continue,
         };
         out.push_str(&value[from..at]);
@@ -159,8 +182,9 @@ pub(crate) fn escape_attr(out: &mut String, value: &str) {
     out.push_str(&value[from..]);
 }
 
-/// Reverses [`escape_attr`] and [`escape_controls`]; `None` for an entity neither
-/// writes, or a bare `&`.
+/// Reverses [`escape_attr_and_controls`]; `None` for a bare `&` or any entity
+/// not spelled exactly as they write it (`&#xa;` for a newline, not `&#xA;`, `&#x0a;`,
+/// `&#x+a;` or `&#10;`).
 pub(crate) fn unescape_attr(value: &str) -> Option<String> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
@@ -168,10 +192,14 @@ pub(crate) fn unescape_attr(value: &str) -> Option<String> {
         out.push_str(&rest[..at]);
         rest = &rest[at..];
         if let Some(hex) = rest.strip_prefix("&#x") {
-            let end = hex.find(';')?;
-            let code = u32::from_str_radix(&hex[..end], 16).ok()?;
-            out.push(char::from_u32(code).filter(|c| c.is_control())?);
-            rest = &hex[end + 1..];
+            let (digits, after) = hex.split_once(';')?;
+            let code = u32::from_str_radix(digits, 16).ok()?;
+            let c = char::from_u32(code).filter(|c| c.is_control())?;
+            if control_entity(c) != rest[..3 + digits.len() + 1] {
+                return None;
+            }
+            out.push(c);
+            rest = after;
             continue;
         }
         let (entity, text) = [
@@ -189,19 +217,7 @@ pub(crate) fn unescape_attr(value: &str) -> Option<String> {
     Some(out)
 }
 
-/// Writes control characters (newlines among them) as `&#xN;`, so that an attribute value
-/// stays on its tag's line. Sealed mode only: compat writes what the reference writes.
-pub(crate) fn escape_controls(value: &str) -> std::borrow::Cow<'_, str> {
-    if !value.chars().any(char::is_control) {
-        return std::borrow::Cow::Borrowed(value);
-    }
-    let mut out = String::with_capacity(value.len() + 8);
-    for c in value.chars() {
-        if c.is_control() {
-            out.push_str(&format!("&#x{:x};", u32::from(c)));
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
+/// The entity [`escape_attr_and_controls`] writes for a control character.
+fn control_entity(c: char) -> String {
+    format!("&#x{:x};", u32::from(c))
 }

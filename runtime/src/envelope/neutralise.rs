@@ -3,37 +3,49 @@
 //! Inside a data body, anything a model could read as our tag vocabulary or as a chat
 //! template's special token is made inert, and everything else is left byte for byte.
 //!
-//! Detection runs on the body's *skeleton*: invisible characters (zero-width, bidi
-//! controls, soft hyphen, variation selectors, combining marks, tag characters) are
-//! skipped, lookalikes (fullwidth forms, Cyrillic and Greek letters, mathematical
-//! letters, lookalike brackets, slashes, bars and underscores) are folded to ASCII, and
-//! case is folded. What is recognised:
+//! Detection reads the body as its *skeleton* (see `skeleton.rs`, whose table is
+//! generated from the Unicode crates): invisible characters (general categories Mn, Me
+//! and Cf, and every default-ignorable code point) are skipped, case is folded, and each
+//! other character is read through NFKC and the UTS #39 confusables skeleton, so
+//! fullwidth forms, lookalike letters of any script, mathematical and enclosed letters,
+//! and lookalike brackets, slashes and bars read as the ASCII they look like. What is
+//! recognised:
 //!
-//! - our tags, opener or closer: a `<` (or lookalike; `<<` too), then any whitespace and
-//!   slashes (a slash makes it a closer), then a tag name of any tier as a prefix —
-//!   `system_instructions`, `trusted_content`, `untrusted_content`, `peer_agent_output`,
-//!   `retrieved_corpus`, `retrieved`, `memories`, `memory`, `thought`, `message` —
-//!   whatever follows it (a nonce, an id, attributes, nothing). Words of a name may be
-//!   joined by `_`, `-`, whitespace or nothing. So `Vec<Message>` is neutralised too: a
-//!   model cannot tell it apart.
-//! - chat special tokens: `<|…|>` (any name, also with fullwidth bars), `<start_of_turn>`,
+//! - our tags, opener or closer: a `<` (or anything that reads as one), then any
+//!   whitespace, slashes (a slash makes it a closer) and punctuation, then a tag name of
+//!   any tier as a prefix, whole words at a time — `system_instructions`,
+//!   `trusted_content`, `untrusted_content`, `peer_agent_output`, `retrieved_corpus`,
+//!   `memories`, `memory`, `thought`, `message`, or only their first words (`</untrusted>`,
+//!   `<system>`, `<trusted output="instruction">`) — whatever follows it (a nonce, an id,
+//!   attributes, nothing). Words may be joined by `_`, `-`, `.`, `:`, whitespace or
+//!   nothing, and `.`, `:`, `-`, `_` may also sit inside them. So `Vec<Message>` is
+//!   neutralised too: a model cannot tell it apart. The same names inside square brackets
+//!   (`[/untrusted_content_…]`, `［system_instructions］`), closed by `]` or followed by
+//!   attributes, are recognised as well.
+//! - chat special tokens: `<|…|>` (any name, also with lookalike bars), `<start_of_turn>`,
 //!   `<end_of_turn>`, `<<SYS>>`, `<</SYS>>`, `</s>`, and `[INST]`, `[/INST]`,
 //!   `[SYSTEM_PROMPT]`, `[TOOL_CALLS]`, `[TOOL_RESULTS]`, `[AVAILABLE_TOOLS]` and their
 //!   closers.
-//! - Unicode tag characters (U+E0000–U+E007F) outside a well-formed emoji flag sequence
-//!   (U+1F3F4, 3 to 7 tag digits or lowercase letters, U+E007F). They are invisible to a
-//!   reader but legible to a model, a channel for hidden instructions, so they are
-//!   **removed**; the finding records the text they spelled. Flags such as England's,
-//!   Scotland's and Wales' survive unchanged.
+//! - Unicode tag characters (U+E0000–U+E007F) outside the three emoji subdivision flags
+//!   Unicode recommends (England, Scotland, Wales: U+1F3F4, `gbeng`, `gbsct` or `gbwls`
+//!   in tag characters, U+E007F). They are invisible to a reader but legible to a model,
+//!   a channel for hidden instructions, so they are **removed**; the finding records the
+//!   text they spelled.
+//! - runs of more than one variation selector: a real emoji or CJK variant uses one, so
+//!   the rest of a run can only smuggle bytes. The first selector is kept and the rest
+//!   **removed**; the finding records the bytes they encoded.
 //!
-//! How a match is rewritten: its opening bracket (ASCII or lookalike) becomes `&lt;`, or
-//! `&#91;` for `[`, and the invisible characters inside it are removed; its letters stay.
-//! The output reads like the reference's escaping (`&lt;system_instructions …>`). Nothing
-//! else changes: `a < b`, `Vec<String>`, `<div>` and `<INFORMATION>` stay as they are, and
-//! no ASCII letter or digit is ever removed.
+//! How a match is rewritten: the brackets (ASCII or lookalike) before the name become
+//! `&lt;`, or `&#91;` for `[`, and the invisible characters inside the match are removed;
+//! its letters stay. The output reads like the reference's escaping
+//! (`&lt;system_instructions …>`). Nothing else changes: `a < b`, `Vec<String>`, `<div>`
+//! and `<INFORMATION>` stay as they are, and no ASCII letter or digit is ever removed.
 //!
 //! The result is idempotent: neutralising a neutralised body finds nothing.
 
+#[cfg(test)]
+mod generate;
+mod readings;
 mod scan;
 mod skeleton;
 
@@ -42,7 +54,10 @@ use std::convert::Infallible;
 
 use serde::Serialize;
 
-use skeleton::{BLACK_FLAG, CANCEL_TAG, Cursor, fold, is_ignorable, is_tag_character, tag_ascii};
+use skeleton::{
+    BLACK_FLAG, CANCEL_TAG, Class, Cursor, is_inner_separator, is_tag_character,
+    is_variation_selector, read_ascii, tag_ascii,
+};
 
 /// A neutralised body and what was changed in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +98,8 @@ pub enum FindingKind {
     ChatToken,
     /// A run of Unicode tag characters outside an emoji flag sequence; it was removed.
     TagCharacters,
+    /// The variation selectors after the first of a run; they were removed.
+    VariationSelectors,
 }
 
 /// Neutralises `body`; see the [module documentation](self) for what and how.
@@ -119,30 +136,23 @@ pub(crate) fn neutralise_probing<E>(
     let mut pos = 0;
     while let Some(at) = candidates.next_from(pos) {
         pos = at + 1;
-        if let Some(rest) = bytes.get(at..)
-            && rest.first() == Some(&b'<')
-        {
-            probe(rest)?;
-        }
-        let c = match bytes.get(at) {
-            Some(&b) if b.is_ascii() => char::from(b),
+        let step = match bytes.get(at) {
+            Some(b'<') => {
+                if let Some(rest) = bytes.get(at..) {
+                    probe(rest)?;
+                }
+                if rules_out(bytes, at + 1, &ANGLE) {
+                    Step::Pass
+                } else {
+                    angle(body, at, Class::of_ascii(b'<'))
+                }
+            }
+            Some(b'[') if !rules_out(bytes, at + 1, &SQUARE) => square(body, at, 1),
+            Some(&b) if b.is_ascii() => Step::Pass,
             _ => match body.get(at..).and_then(|rest| rest.chars().next()) {
-                Some(c) => c,
+                Some(c) => lookalike(body, at, c),
                 None => continue,
             },
-        };
-        let step = if is_tag_character(c) {
-            tag_characters(body, at)
-        } else {
-            match fold(c) {
-                '<' if !rules_out(bytes, at + c.len_utf8(), &ANGLE) => {
-                    angle(body, at, c.len_utf8())
-                }
-                '[' if !rules_out(bytes, at + c.len_utf8(), &SQUARE) => {
-                    square(body, at, c.len_utf8())
-                }
-                _ => Step::Pass,
-            }
         };
         match step {
             Step::Pass => {}
@@ -152,13 +162,16 @@ pub(crate) fn neutralise_probing<E>(
                 end,
                 finding,
             } => {
-                let escape = if fold(c) == '[' { "&#91;" } else { "&lt;" };
-                out.escape(at, head_end, end, escape);
+                out.escape(at, head_end, end);
                 findings.push(finding);
                 pos = end;
             }
-            Step::Remove { end, finding } => {
-                out.remove(at, end);
+            Step::Remove {
+                start,
+                end,
+                finding,
+            } => {
+                out.remove(start, end);
                 findings.push(finding);
                 pos = end;
             }
@@ -168,6 +181,26 @@ pub(crate) fn neutralise_probing<E>(
         text: out.finish(),
         findings,
     })
+}
+
+/// What to do at a non-ASCII candidate `c` at `at`.
+fn lookalike(body: &str, at: usize, c: char) -> Step {
+    let bytes = body.as_bytes();
+    let len = c.len_utf8();
+    if is_tag_character(c) {
+        return tag_characters(body, at);
+    }
+    if is_variation_selector(c) {
+        return variation_selectors(body, at);
+    }
+    let class = Class::of(c);
+    if class.begins(b'<') && !rules_out(bytes, at + len, &ANGLE) {
+        angle(body, at, class)
+    } else if class.begins(b'[') && !rules_out(bytes, at + len, &SQUARE) {
+        square(body, at, len)
+    } else {
+        Step::Pass
+    }
 }
 
 /// What to do at a candidate.
@@ -182,18 +215,22 @@ enum Step {
         end: usize,
         finding: Finding,
     },
-    /// Remove everything up to `end`.
-    Remove { end: usize, finding: Finding },
+    /// Remove `start..end`.
+    Remove {
+        start: usize,
+        end: usize,
+        finding: Finding,
+    },
 }
 
 /// What a recognised name is.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum NameKind {
-    /// One of our tags: anything may follow the name.
+    /// One of our tags: its first words are enough, and anything may follow.
     Tag,
-    /// A chat token read as a name prefix, like our tags.
+    /// A chat token read as a name prefix: every word, then anything.
     Token,
-    /// A chat token that must be closed by `>` right after the name.
+    /// A chat token that must be closed by `>` (or `]`) right after the name.
     ClosedToken,
     /// Like [`NameKind::ClosedToken`], and only as a closer (`</s>`; `<s>` is HTML).
     CloserToken,
@@ -202,125 +239,81 @@ enum NameKind {
     DoubledToken,
 }
 
-/// A name that may follow `<`: its canonical spelling and its words.
+/// A name that may follow a bracket: its words, in lowercase ASCII.
 struct Name {
-    canonical: &'static str,
     words: &'static [&'static str],
     kind: NameKind,
 }
 
-/// Names after `<`, tried in order (a longer name before its prefix).
-const ANGLE_NAMES: &[Name] = &[
+const fn tag(words: &'static [&'static str]) -> Name {
     Name {
-        canonical: "system_instructions",
-        words: &["system", "instructions"],
+        words,
         kind: NameKind::Tag,
-    },
+    }
+}
+
+/// Our tag names, a longer one before its prefix.
+const TAG_NAMES: [Name; 9] = [
+    tag(&["system", "instructions"]),
+    tag(&["untrusted", "content"]),
+    tag(&["trusted", "content"]),
+    tag(&["peer", "agent", "output"]),
+    tag(&["retrieved", "corpus"]),
+    tag(&["memories"]),
+    tag(&["memory"]),
+    tag(&["thought"]),
+    tag(&["message"]),
+];
+
+/// Names after `<` besides ours, tried after them.
+const ANGLE_TOKENS: [Name; 4] = [
     Name {
-        canonical: "system_instruction",
-        words: &["system", "instruction"],
-        kind: NameKind::Tag,
-    },
-    Name {
-        canonical: "untrusted_content",
-        words: &["untrusted", "content"],
-        kind: NameKind::Tag,
-    },
-    Name {
-        canonical: "trusted_content",
-        words: &["trusted", "content"],
-        kind: NameKind::Tag,
-    },
-    Name {
-        canonical: "peer_agent_output",
-        words: &["peer", "agent", "output"],
-        kind: NameKind::Tag,
-    },
-    Name {
-        canonical: "retrieved_corpus",
-        words: &["retrieved", "corpus"],
-        kind: NameKind::Tag,
-    },
-    Name {
-        canonical: "retrieved",
-        words: &["retrieved"],
-        kind: NameKind::Tag,
-    },
-    Name {
-        canonical: "memories",
-        words: &["memories"],
-        kind: NameKind::Tag,
-    },
-    Name {
-        canonical: "memory",
-        words: &["memory"],
-        kind: NameKind::Tag,
-    },
-    Name {
-        canonical: "thought",
-        words: &["thought"],
-        kind: NameKind::Tag,
-    },
-    Name {
-        canonical: "message",
-        words: &["message"],
-        kind: NameKind::Tag,
-    },
-    Name {
-        canonical: "start_of_turn",
         words: &["start", "of", "turn"],
         kind: NameKind::Token,
     },
     Name {
-        canonical: "end_of_turn",
         words: &["end", "of", "turn"],
         kind: NameKind::Token,
     },
     Name {
-        canonical: "sys",
         words: &["sys"],
         kind: NameKind::DoubledToken,
     },
     Name {
-        canonical: "s",
         words: &["s"],
         kind: NameKind::CloserToken,
     },
 ];
 
-/// Names between `[` and `]` (Llama 2 and Mistral templates).
-const SQUARE_NAMES: &[Name] = &[
+/// Names between `[` and `]` (Llama 2 and Mistral templates), tried before ours.
+const SQUARE_TOKENS: [Name; 5] = [
     Name {
-        canonical: "inst",
         words: &["inst"],
         kind: NameKind::ClosedToken,
     },
     Name {
-        canonical: "system_prompt",
         words: &["system", "prompt"],
         kind: NameKind::ClosedToken,
     },
     Name {
-        canonical: "tool_calls",
         words: &["tool", "calls"],
         kind: NameKind::ClosedToken,
     },
     Name {
-        canonical: "tool_results",
         words: &["tool", "results"],
         kind: NameKind::ClosedToken,
     },
     Name {
-        canonical: "available_tools",
         words: &["available", "tools"],
         kind: NameKind::ClosedToken,
     },
 ];
 
-/// A table of names, with the letter pairs they can begin with for [`rules_out`].
+/// The letter pairs the names after a bracket can begin with, for [`rules_out`].
 struct Vocabulary {
-    names: &'static [Name],
-    /// For each first letter (from `a`), one bit per second letter a name can have.
+    /// What may sit between the bracket and a name ([`ANGLE_FILLER`] or [`SQUARE_FILLER`]).
+    filler: u8,
+    /// For each first letter of a name's reading (from `a`), one bit per second letter.
     second_letters: [u32; 26],
     /// One bit per first letter that is a whole first word (`s` of `</s>`): then the
     /// second character is not a letter.
@@ -328,79 +321,102 @@ struct Vocabulary {
 }
 
 impl Vocabulary {
-    const fn new(names: &'static [Name]) -> Self {
-        let mut second_letters = [0; 26];
-        let mut one_letter_words = 0;
-        let mut i = 0;
-        while i < names.len() {
-            let words = names[i].words;
-            let first = words[0].as_bytes();
-            let letter = (first[0] - b'a') as usize;
-            if first.len() > 1 {
-                second_letters[letter] |= 1 << (first[1] - b'a');
-            } else {
-                one_letter_words |= 1 << letter;
-                if words.len() > 1 {
-                    // Words may be joined without a separator.
-                    second_letters[letter] |= 1 << (words[1].as_bytes()[0] - b'a');
-                }
+    const fn new(filler: u8, lists: &[&[Name]]) -> Self {
+        let mut vocabulary = Vocabulary {
+            filler,
+            second_letters: [0; 26],
+            one_letter_words: 0,
+        };
+        let mut l = 0;
+        while l < lists.len() {
+            let names = lists[l];
+            let mut i = 0;
+            while i < names.len() {
+                vocabulary.add(names[i].words);
+                i += 1;
             }
-            i += 1;
+            l += 1;
         }
-        Vocabulary {
-            names,
-            second_letters,
-            one_letter_words,
-        }
+        vocabulary
     }
 
-    /// Whether a name begins with `c` (a skeleton character).
-    fn may_begin_with(&self, c: char) -> bool {
-        let Some(letter) = (c as u32).checked_sub(u32::from(b'a')) else {
-            return false;
-        };
-        letter < 26
-            && (self.one_letter_words & (1 << letter) != 0
-                || self
-                    .second_letters
-                    .get(letter as usize)
-                    .is_some_and(|&s| s != 0))
+    /// Adds the first two letters of the reading of `words` (as [`read_ascii`] reads
+    /// them; the table maps letters to letters).
+    const fn add(&mut self, words: &[&str]) {
+        let mut letters = [0u8; 2];
+        let mut n = 0;
+        let mut w = 0;
+        while w < words.len() && n < 2 {
+            let word = words[w].as_bytes();
+            let mut i = 0;
+            while i < word.len() && n < 2 {
+                let reading = skeleton::ascii_reading(word[i]).as_bytes();
+                let mut k = 0;
+                while k < reading.len() && n < 2 {
+                    letters[n] = reading[k];
+                    n += 1;
+                    k += 1;
+                }
+                i += 1;
+            }
+            if w == 0 && n == 1 && letters[0].is_ascii_lowercase() {
+                self.one_letter_words |= 1 << (letters[0] - b'a');
+            }
+            w += 1;
+        }
+        if n == 2 && letters[0].is_ascii_lowercase() && letters[1].is_ascii_lowercase() {
+            self.second_letters[(letters[0] - b'a') as usize] |= 1 << (letters[1] - b'a');
+        }
     }
 }
 
-const ANGLE: Vocabulary = Vocabulary::new(ANGLE_NAMES);
-const SQUARE: Vocabulary = Vocabulary::new(SQUARE_NAMES);
+const ANGLE: Vocabulary = Vocabulary::new(ANGLE_FILLER, &[&TAG_NAMES, &ANGLE_TOKENS]);
+const SQUARE: Vocabulary = Vocabulary::new(SQUARE_FILLER, &[&SQUARE_TOKENS, &TAG_NAMES]);
 
-/// The longest name inside `<|…|>`, in skeleton characters.
+/// The longest name inside `<|…|>`, in characters.
 const MAX_BAR_TOKEN: usize = 64;
 
-/// Whether `c` may join the words of a name.
-fn is_separator(c: char) -> bool {
-    c == '_' || c == '-' || c.is_whitespace()
+/// Whether `class` may join the words of a name.
+fn is_separator(class: Class) -> bool {
+    class.is_whitespace() || is_inner_separator(class)
 }
 
-/// Reads `name` at the cursor: its words, with separators between them.
-fn eat_name(cursor: &mut Cursor<'_>, name: &Name) -> bool {
+/// Reads `name` at the cursor: its words, with separators between them. A tag's first
+/// words are enough; every other name needs all of its words. Returns how many words
+/// were read.
+fn eat_name(cursor: &mut Cursor<'_>, name: &Name) -> usize {
     let mut ahead = *cursor;
+    let mut read = 0;
     for (i, word) in name.words.iter().enumerate() {
+        let mut next = ahead;
         if i > 0 {
-            ahead.eat_while(is_separator);
+            next.eat_while(is_separator);
         }
-        if !ahead.eat_word(word) {
-            return false;
+        let reading: Vec<u8> = read_ascii(word).collect();
+        if !next.eat_reading(&reading) {
+            break;
         }
+        ahead = next;
+        read += 1;
+    }
+    let enough = match name.kind {
+        NameKind::Tag => read > 0,
+        _ => read == name.words.len(),
+    };
+    if !enough {
+        return 0;
     }
     *cursor = ahead;
-    true
+    read
 }
 
 /// Consumes whitespace and slashes; returns whether there was a slash (a closer).
 fn eat_slashes(cursor: &mut Cursor<'_>) -> bool {
     let mut closer = false;
-    while let Some(c) = cursor.peek() {
-        if c == '/' {
+    while let Some(class) = cursor.peek() {
+        if class.reads("/") {
             closer = true;
-        } else if !c.is_whitespace() {
+        } else if !class.is_whitespace() {
             break;
         }
         cursor.bump();
@@ -408,8 +424,8 @@ fn eat_slashes(cursor: &mut Cursor<'_>) -> bool {
     closer
 }
 
-/// Consumes optional whitespace and `>`; returns whether `>` was there.
-fn eat_close(cursor: &mut Cursor<'_>, close: char) -> bool {
+/// Consumes optional whitespace and `close`; returns whether `close` was there.
+fn eat_close(cursor: &mut Cursor<'_>, close: &str) -> bool {
     let mut ahead = *cursor;
     ahead.eat_whitespace();
     let closed = ahead.eat(close);
@@ -419,105 +435,235 @@ fn eat_close(cursor: &mut Cursor<'_>, close: char) -> bool {
     closed
 }
 
+/// What may sit between `<` and a name: whitespace, slashes and punctuation, but not
+/// another bracket or a bar (those begin other readings).
+const fn is_angle_filler(class: Class) -> bool {
+    class.is_whitespace()
+        || (class.is_punctuation() && !class.begins(b'<') && !class.begins(b'>') && !class.is_bar())
+}
+
+/// What [`rules_out`] needs to know of an ASCII byte, from the reader's own table.
+#[derive(Clone, Copy)]
+struct AsciiKind {
+    /// [`ANGLE_FILLER`], [`SQUARE_FILLER`], [`INNER`], [`UNDECIDED`].
+    flags: u8,
+    /// The reading of a letter or digit (`m` reads `rn`), zero-padded; zeros otherwise.
+    reading: [u8; 2],
+}
+
+static ASCII_KINDS: [AsciiKind; 128] = ascii_kinds();
+
+const fn ascii_kinds() -> [AsciiKind; 128] {
+    let mut kinds = [AsciiKind {
+        flags: 0,
+        reading: [0; 2],
+    }; 128];
+    let mut b = 0;
+    while b < 128 {
+        let class = Class::of_ascii(b as u8);
+        let mut flags = 0;
+        if is_angle_filler(class) {
+            flags |= ANGLE_FILLER;
+        }
+        if class.is_whitespace() || class.reads("/") {
+            flags |= SQUARE_FILLER;
+        }
+        if is_inner_separator(class) {
+            flags |= INNER;
+        }
+        if class.begins(b'<') || class.is_bar() {
+            flags |= UNDECIDED;
+        }
+        let mut reading = [0u8; 2];
+        if (b as u8).is_ascii_alphanumeric() {
+            let read = skeleton::ascii_reading(b as u8).as_bytes();
+            let mut i = 0;
+            while i < read.len() && i < 2 {
+                reading[i] = read[i];
+                i += 1;
+            }
+        }
+        kinds[b] = AsciiKind { flags, reading };
+        b += 1;
+    }
+    kinds
+}
+
+/// Skipped between `<` and a name.
+const ANGLE_FILLER: u8 = 1;
+/// Skipped between `[` and a name.
+const SQUARE_FILLER: u8 = 2;
+/// May sit inside a word.
+const INNER: u8 = 4;
+/// A second bracket or a bar: left to the reader.
+const UNDECIDED: u8 = 8;
+
 /// Whether the plain ASCII after a bracket already rules out every name of `vocabulary`:
 /// a quick check of the first two letters that spares the skeleton reader for `a < b`,
 /// `<div>`, `<span>` and `a[i]`. Whatever it cannot decide from ASCII (a non-ASCII byte,
 /// a second bracket, a bar) is left to the reader.
 fn rules_out(bytes: &[u8], after: usize, vocabulary: &Vocabulary) -> bool {
-    let rest = bytes.get(after..).unwrap_or_default();
-    let skip = rest
-        .iter()
-        .take_while(|&&b| b == b'/' || char::from(b).is_whitespace())
-        .count();
-    let Some(first) = rest.get(skip).map(u8::to_ascii_lowercase) else {
-        return false;
+    let mut rest = bytes.get(after..).unwrap_or_default().iter();
+    // The filler the reader skips.
+    let mut kind = loop {
+        let Some(kind) = rest.next().and_then(|&b| ASCII_KINDS.get(usize::from(b))) else {
+            return false;
+        };
+        if kind.flags & UNDECIDED != 0 {
+            return false;
+        }
+        if kind.flags & vocabulary.filler == 0 {
+            break kind;
+        }
     };
-    if !first.is_ascii_lowercase() {
-        return false;
-    }
-    let letter = usize::from(first - b'a');
-    let seconds = vocabulary.second_letters.get(letter).copied().unwrap_or(0);
-    let one_letter = vocabulary.one_letter_words & (1 << letter) != 0;
-    // The end of the text ends every name, a one-letter one included (it needs `>`).
-    let Some(&second) = rest.get(skip + 1) else {
+    // The first two letters of the name's reading, across separators inside a word.
+    let mut letters = [0u8; 2];
+    let mut n = 0;
+    let ended = loop {
+        if kind.reading[0] != 0 {
+            for &r in kind.reading.iter().take_while(|&&r| r != 0) {
+                if let Some(slot) = letters.get_mut(n) {
+                    *slot = r;
+                    n += 1;
+                }
+            }
+        } else if n == 0 || kind.flags & INNER == 0 {
+            break false;
+        }
+        if n >= 2 {
+            break false;
+        }
+        match rest.next() {
+            None => break true,
+            Some(&b) => match ASCII_KINDS.get(usize::from(b)) {
+                Some(next) => kind = next,
+                None => return false,
+            },
+        }
+    };
+    let Some(letter) = letters[0].checked_sub(b'a').filter(|&l| l < 26) else {
+        // No letter (a digit, `>`, `=`): no name.
         return true;
     };
-    match second.to_ascii_lowercase() {
-        b'a'..=b'z' => seconds & (1 << (second.to_ascii_lowercase() - b'a')) == 0,
-        b'0'..=b'9' => true,
-        0x80.. => false,
-        _ => !one_letter,
+    if n == 1 {
+        // One letter, then the end or a character that is not a letter.
+        return ended || vocabulary.one_letter_words & (1 << letter) == 0;
+    }
+    let seconds = vocabulary
+        .second_letters
+        .get(usize::from(letter))
+        .copied()
+        .unwrap_or(0);
+    match letters[1].checked_sub(b'a').filter(|&l| l < 26) {
+        Some(second) => seconds & (1 << second) == 0,
+        None => true,
     }
 }
 
+/// The opening of a match at a bracket: past the bracket, a second bracket (`<<`) and
+/// the filler; whether it is a closer and where its head (what gets escaped) ends.
+struct Head<'a> {
+    cursor: Cursor<'a>,
+    double: bool,
+    closer: bool,
+    end: usize,
+}
+
 /// A match that starts at `<` (or a lookalike) at `start`.
-fn angle(body: &str, start: usize, bracket_len: usize) -> Step {
+fn angle(body: &str, start: usize, bracket: Class) -> Step {
+    let bracket_len = body
+        .get(start..)
+        .and_then(|rest| rest.chars().next())
+        .map_or(1, char::len_utf8);
     let mut cursor = Cursor::at(body, start + bracket_len);
+    let mut double = bracket.reads("<<") || bracket.reads("<<<");
     let mut second = cursor;
     second.eat_whitespace();
-    let double = second.eat('<');
-    if double {
+    if !double && second.peek().is_some_and(|class| class.begins(b'<')) {
+        second.bump();
         cursor = second;
+        double = true;
     }
-    let head_end = if double {
-        cursor.consumed()
-    } else {
-        start + bracket_len
-    };
-    let closer = eat_slashes(&mut cursor);
-    let Some(first) = cursor.peek() else {
-        return Step::Pass;
-    };
-    if first == '|' && !closer {
-        return bar_token(start, head_end, cursor, double);
-    }
-    if !ANGLE.may_begin_with(first) {
-        return Step::Pass;
-    }
-    for name in ANGLE.names {
-        let mut ahead = cursor;
-        if !eat_name(&mut ahead, name) {
-            continue;
-        }
-        let mut matched = String::from(if double { "<<" } else { "<" });
-        if closer {
-            matched.push('/');
-        }
-        matched.push_str(name.canonical);
-        match name.kind {
-            NameKind::Tag | NameKind::Token => {
-                // A nonce or an id (or the rest of a longer word): shown as `…`.
-                let separated = matches!(ahead.peek(), Some('_' | '-'));
-                if ahead.eat_while(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') > 0 {
-                    matched.push_str(if separated { "_…" } else { "…" });
-                }
-                if eat_close(&mut ahead, '>') {
-                    matched.push('>');
-                }
-            }
-            NameKind::ClosedToken | NameKind::CloserToken | NameKind::DoubledToken => {
-                if (name.kind == NameKind::CloserToken && !closer)
-                    || (name.kind == NameKind::DoubledToken && !double)
-                {
-                    continue;
-                }
-                if !eat_close(&mut ahead, '>') {
-                    continue;
-                }
-                matched.push('>');
-                if double && ahead.eat('>') {
-                    matched.push('>');
-                }
-            }
-        }
-        let kind = match (name.kind, closer) {
-            (NameKind::Tag, true) => FindingKind::TagCloser,
-            (NameKind::Tag, false) => FindingKind::TagOpener,
-            _ => FindingKind::ChatToken,
+    let mut bar = cursor;
+    bar.eat_whitespace();
+    if bar.peek().is_some_and(Class::is_bar) {
+        let head_end = if double {
+            cursor.consumed()
+        } else {
+            start + bracket_len
         };
-        return escape(start, head_end, ahead.consumed(), kind, matched);
+        return bar_token(start, head_end, bar, double);
+    }
+    let mut closer = false;
+    while let Some(class) = cursor.peek() {
+        if class.reads("/") {
+            closer = true;
+        } else if !is_angle_filler(class) {
+            break;
+        }
+        cursor.bump();
+    }
+    let head = Head {
+        end: cursor.pos(),
+        cursor,
+        double,
+        closer,
+    };
+    for name in TAG_NAMES.iter().chain(&ANGLE_TOKENS) {
+        if let Some(step) = angle_name(start, &head, name) {
+            return step;
+        }
     }
     Step::Pass
+}
+
+fn angle_name(start: usize, head: &Head<'_>, name: &Name) -> Option<Step> {
+    let mut ahead = head.cursor;
+    let words = eat_name(&mut ahead, name);
+    if words == 0 {
+        return None;
+    }
+    let mut matched = String::from(if head.double { "<<" } else { "<" });
+    if head.closer {
+        matched.push('/');
+    }
+    matched.push_str(&name.words[..words].join("_"));
+    match name.kind {
+        NameKind::Tag | NameKind::Token => {
+            eat_suffix(&mut ahead, &mut matched);
+            if eat_close(&mut ahead, ">") {
+                matched.push('>');
+            }
+        }
+        NameKind::ClosedToken | NameKind::CloserToken | NameKind::DoubledToken => {
+            if (name.kind == NameKind::CloserToken && !head.closer)
+                || (name.kind == NameKind::DoubledToken && !head.double)
+                || !eat_close(&mut ahead, ">")
+            {
+                return None;
+            }
+            matched.push('>');
+            if head.double && ahead.eat(">") {
+                matched.push('>');
+            }
+        }
+    }
+    let kind = match (name.kind, head.closer) {
+        (NameKind::Tag, true) => FindingKind::TagCloser,
+        (NameKind::Tag, false) => FindingKind::TagOpener,
+        _ => FindingKind::ChatToken,
+    };
+    Some(escape(start, head.end, ahead.consumed(), kind, matched))
+}
+
+/// A nonce or an id after a name (or the rest of a longer word): shown as `…`.
+fn eat_suffix(cursor: &mut Cursor<'_>, matched: &mut String) {
+    let separated = cursor
+        .peek()
+        .is_some_and(|class| class.reads("_") || class.reads("-"));
+    if cursor.eat_while(Class::is_id) > 0 {
+        matched.push_str(if separated { "_…" } else { "…" });
+    }
 }
 
 /// A `<|…|>` token; the cursor is on the first bar.
@@ -528,10 +674,19 @@ fn bar_token(start: usize, head_end: usize, mut cursor: Cursor<'_>, double: bool
     let mut len = 0;
     let mut has_alphanumeric = false;
     while len < MAX_BAR_TOKEN {
-        match cursor.peek() {
-            Some(c) if c.is_ascii_alphanumeric() => has_alphanumeric = true,
-            Some(c) if matches!(c, '_' | '-' | '.' | ':' | '/') || c.is_whitespace() => {}
-            _ => break,
+        let Some(class) = cursor.peek() else {
+            break;
+        };
+        if class.is_bar() {
+            break;
+        }
+        if class.is_id() {
+            has_alphanumeric |= class.reading().bytes().any(|b| b.is_ascii_alphanumeric());
+        } else if !(class.is_whitespace()
+            || class.is_filler()
+            || [".", ":", "/"].iter().any(|s| class.reads(s)))
+        {
+            break;
         }
         cursor.bump();
         len += 1;
@@ -539,21 +694,27 @@ fn bar_token(start: usize, head_end: usize, mut cursor: Cursor<'_>, double: bool
     if !has_alphanumeric {
         return Step::Pass;
     }
-    let name_end = cursor.consumed();
-    let closed_by_bar = cursor.eat('|');
+    let name_end = cursor.pos();
+    let closed_by_bar = cursor.peek().is_some_and(Class::is_bar);
     if closed_by_bar {
-        eat_close(&mut cursor, '>');
-    } else if !cursor.eat('>') {
+        cursor.bump();
+        eat_close(&mut cursor, ">");
+    } else if !cursor.eat(">") {
         return Step::Pass;
     }
     let mut matched = String::from(if double { "<<|" } else { "<|" });
     let mut reader = name_start;
-    while let Some((c, at)) = reader.peek_at() {
-        if at >= name_end {
+    while reader.pos() < name_end {
+        let Some(class) = reader.peek() else {
             break;
-        }
-        if !c.is_whitespace() {
-            matched.push(c);
+        };
+        match reader.peek_char() {
+            _ if class.is_whitespace() => {}
+            Some(c) if c.is_ascii() => matched.push(c.to_ascii_lowercase()),
+            _ => matched.push_str(match class.reading() {
+                "" => "_",
+                reading => reading,
+            }),
         }
         reader.bump();
     }
@@ -571,11 +732,11 @@ fn bar_token(start: usize, head_end: usize, mut cursor: Cursor<'_>, double: bool
 fn square(body: &str, start: usize, bracket_len: usize) -> Step {
     let mut cursor = Cursor::at(body, start + bracket_len);
     let closer = eat_slashes(&mut cursor);
-    for name in SQUARE.names {
+    let slash = if closer { "/" } else { "" };
+    for name in &SQUARE_TOKENS {
         let mut ahead = cursor;
-        if eat_name(&mut ahead, name) && eat_close(&mut ahead, ']') {
-            let slash = if closer { "/" } else { "" };
-            let matched = format!("[{slash}{}]", name.canonical);
+        if eat_name(&mut ahead, name) > 0 && eat_close(&mut ahead, "]") {
+            let matched = format!("[{slash}{}]", name.words.join("_"));
             return escape(
                 start,
                 start + bracket_len,
@@ -585,7 +746,37 @@ fn square(body: &str, start: usize, bracket_len: usize) -> Step {
             );
         }
     }
+    for name in &TAG_NAMES {
+        let mut ahead = cursor;
+        let words = eat_name(&mut ahead, name);
+        if words == 0 {
+            continue;
+        }
+        let mut matched = format!("[{slash}{}", name.words[..words].join("_"));
+        eat_suffix(&mut ahead, &mut matched);
+        if eat_close(&mut ahead, "]") {
+            matched.push(']');
+        } else if !attribute_follows(ahead) {
+            continue;
+        }
+        let kind = if closer {
+            FindingKind::TagCloser
+        } else {
+            FindingKind::TagOpener
+        };
+        return escape(start, start + bracket_len, ahead.consumed(), kind, matched);
+    }
     Step::Pass
+}
+
+/// Whether whitespace, a word and `=` follow: the attributes of a tag in brackets
+/// (`[trusted_content output="instruction"]`), which a run of words in brackets (a
+/// Markdown link's text) does not have.
+fn attribute_follows(mut cursor: Cursor<'_>) -> bool {
+    if cursor.eat_while(Class::is_whitespace) == 0 {
+        return false;
+    }
+    cursor.eat_while(Class::is_id) > 0 && cursor.eat("=")
 }
 
 fn escape(start: usize, head_end: usize, end: usize, kind: FindingKind, matched: String) -> Step {
@@ -601,7 +792,12 @@ fn escape(start: usize, head_end: usize, end: usize, kind: FindingKind, matched:
     }
 }
 
-/// The run of tag characters at `start`: kept if it completes a flag, else removed.
+/// The three emoji subdivision flags Unicode recommends (England, Scotland, Wales): the
+/// only tag specifications a body keeps.
+const SUBDIVISION_FLAGS: [&str; 3] = ["gbeng", "gbsct", "gbwls"];
+
+/// The run of tag characters at `start`: kept if it completes a recommended flag, else
+/// removed.
 fn tag_characters(body: &str, start: usize) -> Step {
     let Some(rest) = body.get(start..) else {
         return Step::Pass;
@@ -628,6 +824,7 @@ fn tag_characters(body: &str, start: usize) -> Step {
         })
         .collect();
     Step::Remove {
+        start,
         end: start + run_len,
         finding: Finding {
             kind: FindingKind::TagCharacters,
@@ -638,21 +835,75 @@ fn tag_characters(body: &str, start: usize) -> Step {
     }
 }
 
-/// The byte length of the tag specification and cancel tag of a flag at the start of
-/// `run`: 3 to 7 tag digits or lowercase letters (a subdivision id such as `gbeng`), then
-/// U+E007F.
+/// The byte length of a recommended subdivision flag's tag specification and cancel tag
+/// at the start of `run`.
 fn flag_tag_sequence(run: &str) -> Option<usize> {
-    let mut spec = 0;
+    let mut spec = String::new();
     for (i, c) in run.char_indices() {
         if c == CANCEL_TAG {
-            return (3..=7).contains(&spec).then_some(i + c.len_utf8());
+            return SUBDIVISION_FLAGS
+                .contains(&spec.as_str())
+                .then_some(i + c.len_utf8());
         }
-        match tag_ascii(c) {
-            Some(a) if a.is_ascii_lowercase() || a.is_ascii_digit() => spec += 1,
-            _ => return None,
+        spec.push(tag_ascii(c)?);
+        if spec.len() > 5 {
+            return None;
         }
     }
     None
+}
+
+/// The run of variation selectors at `start`: the first is kept, the rest removed.
+fn variation_selectors(body: &str, start: usize) -> Step {
+    let Some(rest) = body.get(start..) else {
+        return Step::Pass;
+    };
+    let mut selectors = rest.chars().take_while(|&c| is_variation_selector(c));
+    let Some(first) = selectors.next() else {
+        return Step::Pass;
+    };
+    let removed: Vec<char> = selectors.collect();
+    if removed.is_empty() {
+        return Step::Keep {
+            end: start + first.len_utf8(),
+        };
+    }
+    let from = start + first.len_utf8();
+    let len: usize = removed.iter().map(|c| c.len_utf8()).sum();
+    Step::Remove {
+        start: from,
+        end: from + len,
+        finding: Finding {
+            kind: FindingKind::VariationSelectors,
+            at: from,
+            len,
+            matched: selector_bytes(&removed),
+        },
+    }
+}
+
+/// The bytes variation selectors encode (U+FE00–U+FE0F as 0–15, U+E0100–U+E01EF as
+/// 16–255), as text where they are UTF-8; other selectors are shown escaped.
+fn selector_bytes(selectors: &[char]) -> String {
+    let mut bytes = Vec::with_capacity(selectors.len());
+    let mut out = String::new();
+    for &c in selectors {
+        let byte = match c as u32 {
+            cp @ 0xFE00..=0xFE0F => u8::try_from(cp - 0xFE00).ok(),
+            cp @ 0xE0100..=0xE01EF => u8::try_from(cp - 0xE0100 + 16).ok(),
+            _ => None,
+        };
+        match byte {
+            Some(byte) => bytes.push(byte),
+            None => {
+                out.push_str(&String::from_utf8_lossy(&bytes));
+                bytes.clear();
+                out.push_str(&c.escape_unicode().to_string());
+            }
+        }
+    }
+    out.push_str(&String::from_utf8_lossy(&bytes));
+    out
 }
 
 /// Builds the output lazily: nothing is allocated until the first change.
@@ -685,16 +936,19 @@ impl<'a> Rewriter<'a> {
         out
     }
 
-    /// Rewrites `start..end`: brackets before `head_end` become `escape`, invisible
-    /// characters are dropped, everything else is copied.
-    fn escape(&mut self, start: usize, head_end: usize, end: usize, escape: &str) {
+    /// Rewrites `start..end`: brackets before `head_end` become `&lt;` (or `&#91;`),
+    /// invisible characters are dropped, everything else is copied.
+    fn escape(&mut self, start: usize, head_end: usize, end: usize) {
         let body = self.body;
         let out = self.catch_up(start);
         let span = body.get(start..end).unwrap_or_default();
         for (i, c) in span.char_indices() {
-            if start + i < head_end && matches!(fold(c), '<' | '[') {
-                out.push_str(escape);
-            } else if !is_ignorable(c) {
+            let class = Class::of(c);
+            if start + i < head_end && class.begins(b'<') {
+                out.push_str("&lt;");
+            } else if start + i < head_end && class.begins(b'[') {
+                out.push_str("&#91;");
+            } else if !class.is_invisible() {
                 out.push(c);
             }
         }

@@ -57,6 +57,11 @@ pub enum ParseFault {
     /// A closing tag with no open block.
     #[error("closing tag `</{0}>` with no open block")]
     StrayCloser(String),
+    /// Something that starts like one of our tags (`<trusted_content_…`) but is not
+    /// exactly one: what follows the name is neither ` ` nor `>` (only `>` after a
+    /// closer's), or a nonce-keyed name has no nonce. The offset is that character's.
+    #[error("`{0}` starts like one of our tags but is not one")]
+    NearTag(String),
     /// A block whose closing tag never comes.
     #[error("block `{0}` is never closed")]
     Unclosed(String),
@@ -136,7 +141,7 @@ impl<'a> Parser<'a, '_> {
         let mut at = 0;
         while let Some(found) = memchr(b'<', &bytes[at..]) {
             let start = at + found;
-            match self.tag_at(start) {
+            match self.tag_at(start)? {
                 None => at = start + 1,
                 Some(tag) if tag.closing => {
                     return Err(ParseError {
@@ -154,41 +159,64 @@ impl<'a> Parser<'a, '_> {
         Ok(blocks)
     }
 
-    /// Recognises `<` or `</` followed by one of our tag names at `start`.
-    fn tag_at(&self, start: usize) -> Option<Tag<'a>> {
-        let bytes = self.prompt.as_bytes();
+    /// Recognises `<` or `</` followed by one of our tag names at `start`: `None` when
+    /// nothing there starts like one of our tags, an error when something does but is
+    /// not exactly one (whatever character follows the name).
+    fn tag_at(&self, start: usize) -> Result<Option<Tag<'a>>, ParseError> {
+        let prompt = self.prompt;
+        let bytes = prompt.as_bytes();
         let (closing, name_start) = if bytes.get(start + 1) == Some(&b'/') {
             (true, start + 2)
         } else {
             (false, start + 1)
         };
-        let prompt = self.prompt;
-        let rest = prompt.get(name_start..)?;
+        let rest = bytes.get(name_start..).unwrap_or_default();
+        let mut near = None;
         for tier in Tier::ALL {
-            let Some(after) = rest.strip_prefix(tier.tag()) else {
+            let Some(after) = rest.strip_prefix(tier.tag().as_bytes()) else {
                 continue;
             };
             let mut name_end = name_start + tier.tag().len();
             let nonce = if tier.is_keyed() {
-                let len = after.find(|c: char| !is_id_char(c)).unwrap_or(after.len());
+                let len = after
+                    .iter()
+                    .take_while(|&&b| b.is_ascii() && is_id_char(char::from(b)))
+                    .count();
+                name_end += len;
                 if len == 0 {
+                    near.get_or_insert((name_end, tier));
                     continue;
                 }
-                name_end += len;
-                Some(&after[..len])
+                prompt.get(name_end - len..name_end)
             } else {
                 None
             };
-            if matches!(bytes.get(name_end), Some(b' ' | b'>')) {
-                return Some(Tag {
+            let exact = match bytes.get(name_end) {
+                Some(b'>') => true,
+                Some(b' ') => !closing,
+                _ => false,
+            };
+            if exact {
+                return Ok(Some(Tag {
                     closing,
                     tier,
                     nonce,
                     name_end,
-                });
+                }));
             }
+            near.get_or_insert((name_end, tier));
         }
-        None
+        match near {
+            None => Ok(None),
+            Some((offset, tier)) => Err(ParseError {
+                offset,
+                fault: ParseFault::NearTag(format!(
+                    "{}{}",
+                    if closing { "</" } else { "<" },
+                    prompt.get(name_start..offset).unwrap_or(tier.tag())
+                )),
+            }),
+        }
     }
 
     /// Parses the block whose opener starts at `start`.
@@ -267,7 +295,7 @@ impl<'a> Parser<'a, '_> {
         let name = || tag_name(block.tier, block.nonce);
         loop {
             let child = self
-                .tag_at(at)
+                .tag_at(at)?
                 .filter(|tag| !tag.closing && tag.tier == child_tier)
                 .ok_or_else(|| ParseError {
                     offset: at,
@@ -373,13 +401,16 @@ impl<'a> Parser<'a, '_> {
                 },
             };
             let domain = nonce_domain(block.tier, |name| block.attr(name));
-            if key.nonce(&domain, &identity) != nonce {
+            if !key.verify(&domain, &identity, nonce) {
                 return Err(fault(ParseFault::ForgedNonce(name())));
             }
         }
+        // The developer's policy is not data: sealed rendering leaves it as written.
+        if block.tier == Tier::DeveloperPolicy {
+            return Ok(());
+        }
         let neutral = |text: &str| neutralise(text).findings.is_empty();
-        let body_neutral = block.tier == Tier::DeveloperPolicy || neutral(block.body);
-        if !body_neutral || !block.attrs.iter().all(|(_, value)| neutral(value)) {
+        if !neutral(block.body) || !block.attrs.iter().all(|(_, value)| neutral(value)) {
             return Err(fault(ParseFault::NotNeutralised(name())));
         }
         Ok(())

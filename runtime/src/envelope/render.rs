@@ -6,7 +6,7 @@ use memchr::memmem;
 
 use super::compat::{self, RETRIEVED_DIRECTIVE, unknown_tool_warning};
 use super::neutralise::{Finding, neutralise, neutralise_probing};
-use super::{Tier, escape_attr, escape_controls, nonce_domain};
+use super::{Tier, escape_attr, escape_attr_and_controls, nonce_domain};
 use crate::block::Instruction;
 use crate::call::Checksum;
 use crate::content::{Content, RetrievedRecord, SourceTier};
@@ -14,7 +14,7 @@ use crate::id::{Id, IdError, validate};
 use crate::nonce::SessionKey;
 use crate::record::{Memory, Message, Sender, Thought, ThoughtKind};
 use crate::registry::{Registry, ToolOutput};
-use crate::tool::{OutputKind, Trust};
+use crate::tool::{DeclaredTrust, OutputKind, Trust};
 
 /// How nonces are made and bodies treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -86,6 +86,14 @@ impl Rendered {
         }
     }
 
+    /// Trusted text that needs no envelope of its own (the developer's policy).
+    pub(crate) fn trusted_text(text: String) -> Self {
+        Rendered {
+            text,
+            ..Rendered::empty(Trust::Trusted)
+        }
+    }
+
     /// The first nonce, for single-block renders.
     pub fn nonce(&self) -> Option<&str> {
         self.nonces.first().map(String::as_str)
@@ -126,6 +134,11 @@ impl Renderer {
         Renderer { key: None }
     }
 
+    /// The session key of a sealed-mode renderer; `None` in compat mode.
+    pub fn key(&self) -> Option<&SessionKey> {
+        self.key.as_ref()
+    }
+
     /// The renderer's mode.
     pub fn mode(&self) -> Mode {
         if self.key.is_some() {
@@ -152,7 +165,12 @@ impl Renderer {
             return Ok(String::new());
         }
         let body = parts.join("\n\n");
-        refuse_closers(Tier::DeveloperPolicy, &body, &["</system_instructions>"])?;
+        refuse_live_closers(
+            Tier::DeveloperPolicy,
+            &body,
+            None,
+            &["</system_instructions>"],
+        )?;
         let mut out = String::with_capacity(body.len() + 64);
         out.push_str("<system_instructions kind=\"developer-rules\"");
         if let Some(version) = version {
@@ -179,8 +197,8 @@ impl Renderer {
         if spec.is_none() {
             tracing::warn!(tool = %output.tool, "{}", unknown_tool_warning(&output.tool));
         }
-        let trusted =
-            spec.is_some_and(|spec| spec.trust == Trust::Trusted) && output.trust == Trust::Trusted;
+        let trusted = spec.is_some_and(|spec| spec.trust == DeclaredTrust::Trusted)
+            && output.trust == Trust::Trusted;
         let instruction = trusted
             && spec.is_some_and(|spec| spec.output == OutputKind::Instruction)
             && output.output == OutputKind::Instruction;
@@ -458,7 +476,7 @@ impl Renderer {
             if Tier::Retrieved.tag_name(&record.id) == Tier::RetrievedCorpus.tag() {
                 return Err(RenderError::ReservedId {
                     what: "retrieved record",
-                    id: record.id.clone(),
+                    id: record.id.to_string(),
                 });
             }
         }
@@ -544,25 +562,31 @@ impl Renderer {
         Ok(rendered)
     }
 
-    /// The nonce and opening tag of `spec` (without the newline that follows it).
+    /// The nonce and opening tag of `spec` (without the newline that follows it). A sealed
+    /// nonce is derived from the attribute values exactly as they are rendered
+    /// (neutralised), so that the verifier, which sees only those, derives the same.
     fn opener(&self, spec: &Spec<'_>, findings: &mut Vec<Finding>) -> (String, String) {
+        let attrs = self.rendered_values(&spec.attrs, findings);
+        let leading = match self.key {
+            Some(_) => Vec::new(),
+            None => self.rendered_values(&spec.leading_compat, findings),
+        };
         let nonce = match &self.key {
             Some(key) => {
                 let attr = |wanted: &str| {
-                    spec.attrs
+                    attrs
                         .iter()
                         .find(|(name, _)| *name == wanted)
-                        .and_then(|(_, value)| value.as_deref())
+                        .map(|(_, value)| value.as_ref())
                 };
                 key.nonce(&nonce_domain(spec.tier, attr), spec.identity)
             }
             None => spec.public.to_owned(),
         };
-        let attrs_len: usize = spec
-            .attrs
+        let attrs_len: usize = attrs
             .iter()
-            .chain(&spec.leading_compat)
-            .filter_map(|(name, value)| Some(name.len() + value.as_ref()?.len() + 4))
+            .chain(&leading)
+            .map(|(name, value)| name.len() + value.len() + 4)
             .sum();
         // Room for the tag, the nonce twice and the attributes, unless they need escaping.
         let mut out =
@@ -570,42 +594,48 @@ impl Renderer {
         out.push('<');
         out.push_str(spec.tier.tag());
         out.push_str(&nonce);
-        if self.key.is_none() {
-            self.push_attrs(&mut out, &spec.leading_compat, findings);
-        }
+        self.push_attrs(&mut out, &leading);
         if spec.nonce_attr {
             out.push_str(" nonce=\"");
             escape_attr(&mut out, &nonce);
             out.push('"');
         }
-        self.push_attrs(&mut out, &spec.attrs, findings);
+        self.push_attrs(&mut out, &attrs);
         out.push('>');
         (nonce, out)
     }
 
-    /// Writes ` name="value"` for every present attribute. In sealed mode a value (a
-    /// sender's display name, a source URL: outsider text) is neutralised like a body and
-    /// its control characters escaped, so no attribute can hold tag vocabulary or break
-    /// its tag's line.
-    fn push_attrs(
+    /// The present attributes with their values as they are rendered, before escaping: in
+    /// sealed mode a value (a sender's display name, a source URL: outsider text) is
+    /// neutralised like a body, so no attribute can hold tag vocabulary.
+    fn rendered_values<'v>(
         &self,
-        out: &mut String,
-        attrs: &[(&str, Option<Cow<'_, str>>)],
+        attrs: &'v [(&'v str, Option<Cow<'v, str>>)],
         findings: &mut Vec<Finding>,
-    ) {
+    ) -> Vec<(&'v str, Cow<'v, str>)> {
+        attrs
+            .iter()
+            .filter_map(|(name, value)| {
+                let value = value.as_deref()?;
+                if self.key.is_none() {
+                    return Some((*name, Cow::Borrowed(value)));
+                }
+                let neutralised = neutralise(value);
+                findings.extend(neutralised.findings);
+                Some((*name, neutralised.text))
+            })
+            .collect()
+    }
+
+    /// Writes ` name="value"` for every attribute, escaped; in sealed mode control
+    /// characters are escaped too, so no value can break its tag's line.
+    fn push_attrs(&self, out: &mut String, attrs: &[(&str, Cow<'_, str>)]) {
         for (name, value) in attrs {
-            let Some(value) = value else {
-                continue;
-            };
             out.push(' ');
             out.push_str(name);
             out.push_str("=\"");
             if self.key.is_some() {
-                let neutralised = neutralise(value);
-                findings.extend(neutralised.findings);
-                let mut escaped = String::with_capacity(neutralised.text.len());
-                escape_attr(&mut escaped, &neutralised.text);
-                out.push_str(&escape_controls(&escaped));
+                escape_attr_and_controls(out, value);
             } else {
                 escape_attr(out, value);
             }
@@ -637,14 +667,13 @@ impl Renderer {
                     })?;
                 if !neutralised.findings.is_empty() {
                     // The scan skipped the brackets inside the spans it rewrote.
-                    refuse_keyed_closers(tier, body, &nonce)?;
+                    refuse_live_closers(tier, body, Some(&nonce), &[])?;
                 }
                 rendered.findings.extend(neutralised.findings);
                 neutralised.text
             }
             None => {
-                refuse_keyed_closers(tier, body, &nonce)?;
-                refuse_closers(tier, body, enclosing)?;
+                refuse_live_closers(tier, body, Some(&nonce), enclosing)?;
                 match tier {
                     Tier::Message | Tier::PeerOutput => compat::neutralise_messages(body),
                     _ => Cow::Borrowed(body),
@@ -674,37 +703,32 @@ pub(crate) fn closer(tier: Tier, nonce: &str) -> String {
     closer
 }
 
-fn refuse_closers(tier: Tier, body: &str, closers: &[&str]) -> Result<(), RenderError> {
-    for closer in closers {
-        if memmem::find(body.as_bytes(), closer.as_bytes()).is_some() {
+/// Refuses a body holding a closer that would end its block early: one of a nonce-keyed
+/// tier with `nonce` (its own closer, or a sibling tier's, which proves the body knows
+/// the nonce: compat nonces are shared across tiers), or one of `enclosing`. Every such
+/// closer begins with `</`, which one `memmem` scan finds (code full of `<` has few).
+fn refuse_live_closers(
+    tier: Tier,
+    body: &str,
+    nonce: Option<&str>,
+    enclosing: &[&str],
+) -> Result<(), RenderError> {
+    let bytes = body.as_bytes();
+    for at in memmem::find_iter(bytes, b"</") {
+        let rest = &bytes[at..];
+        if let Some(nonce) = nonce
+            && let Some(keyed) = live_closer_at(rest, nonce)
+        {
+            return Err(live_closer(tier, keyed, nonce));
+        }
+        if let Some(closer) = enclosing
+            .iter()
+            .find(|closer| rest.starts_with(closer.as_bytes()))
+        {
             return Err(RenderError::LiveCloser {
                 tier: tier.name(),
                 closer: (*closer).to_owned(),
             });
-        }
-    }
-    Ok(())
-}
-
-/// Refuses a body holding a closer of any nonce-keyed tier with this block's nonce: its
-/// own closer ends the block early, and a sibling tier's proves the body knows the nonce
-/// (compat nonces are shared across tiers).
-fn refuse_keyed_closers(tier: Tier, body: &str, nonce: &str) -> Result<(), RenderError> {
-    let bytes = body.as_bytes();
-    for found in memmem::find_iter(bytes, nonce.as_bytes()) {
-        if bytes.get(found + nonce.len()) != Some(&b'>') {
-            continue;
-        }
-        let before = &body[..found];
-        if let Some(keyed) = Tier::ALL
-            .into_iter()
-            .filter(|tier| tier.is_keyed())
-            .find(|keyed| {
-                before.ends_with(keyed.tag())
-                    && before[..before.len() - keyed.tag().len()].ends_with("</")
-            })
-        {
-            return Err(live_closer(tier, keyed, nonce));
         }
     }
     Ok(())

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use crate::registry::CatalogEntry;
-use crate::tool::{Effects, Trust};
+use crate::tool::{DeclaredTrust, Effects};
 
 /// The `tools/list` result: `{"tools": [{"name", "description", "inputSchema",
 /// "annotations"}]}`. The annotations carry what tooltrust knows: `readOnlyHint` from
@@ -18,7 +18,7 @@ pub fn tools_list(catalog: &[CatalogEntry]) -> Value {
                 "inputSchema": entry.schema,
                 "annotations": {
                     "readOnlyHint": entry.effects == Effects::ReadOnly,
-                    "openWorldHint": entry.trust == Trust::Untrusted,
+                    "openWorldHint": entry.trust == DeclaredTrust::Untrusted,
                 },
             })
         })

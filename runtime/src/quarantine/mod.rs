@@ -8,10 +8,14 @@ use std::sync::{Mutex, PoisonError};
 
 use serde::Serialize;
 
+use crate::event::RecordError;
 use crate::id::Id;
+use crate::random::RandomError;
 
-pub mod store;
+#[cfg(feature = "encryption")]
+mod store;
 
+#[cfg(feature = "encryption")]
 pub use store::{EncryptedStore, Kek};
 
 /// Where a quarantined output stands.
@@ -61,9 +65,73 @@ pub struct QuarantineHandle {
     pub exit: Exit,
 }
 
-/// Permission to read one quarantined output, minted only inside the crate: for the
-/// custodian when copying for a reviewer, for an assigned reviewer, or for the parent
-/// after promotion.
+/// The principal that holds every quarantined output until a review copies it out.
+pub(crate) fn custodian() -> Id {
+    Id::from_static("quarantine-custodian")
+}
+
+/// What the session knows of one quarantined output (never its bytes).
+#[derive(Debug, Clone)]
+pub(crate) struct Output {
+    pub(crate) target: Id,
+    pub(crate) status: QuarantineStatus,
+    pub(crate) bytes: u64,
+    pub(crate) exit: Exit,
+    /// Reviewers assigned to it, who may read their copy while it is pending.
+    pub(crate) readers: Vec<Id>,
+    /// A review is open on it: one at a time, so no verdict overwrites another.
+    pub(crate) under_review: bool,
+}
+
+impl Output {
+    /// A freshly quarantined output of `target`, waiting for review.
+    pub(crate) fn pending(target: Id, bytes: u64, exit: Exit) -> Self {
+        Output {
+            target,
+            status: QuarantineStatus::Pending,
+            bytes,
+            exit,
+            readers: Vec::new(),
+            under_review: false,
+        }
+    }
+
+    /// The handle a parent or a host sees for output `key`.
+    pub(crate) fn handle(&self, key: &Id) -> QuarantineHandle {
+        QuarantineHandle {
+            key: key.clone(),
+            target: self.target.clone(),
+            status: self.status,
+            bytes: self.bytes,
+            exit: self.exit,
+        }
+    }
+
+    /// A grant for `reader` to read output `key`, if one holds: for the custodian
+    /// (copying for a review or a release), for a reviewer assigned while the output is
+    /// pending, and for anyone once it is approved. Nothing else is ever granted.
+    pub(crate) fn grant(
+        &self,
+        key: &Id,
+        reader: &Id,
+        reason: &'static str,
+    ) -> Result<Grant, QuarantineError> {
+        let granted = *reader == custodian()
+            || self.status == QuarantineStatus::Approved
+            || (self.status == QuarantineStatus::Pending && self.readers.contains(reader));
+        if granted {
+            Ok(Grant::new(key, reader, reason))
+        } else {
+            Err(QuarantineError::NoGrant {
+                key: key.clone(),
+                reader: reader.clone(),
+            })
+        }
+    }
+}
+
+/// Permission to read one quarantined output, minted only inside the crate (by
+/// the rule of `Output::grant`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     pub(crate) key: Id,
@@ -72,7 +140,7 @@ pub struct Grant {
 }
 
 impl Grant {
-    pub(crate) fn new(key: &Id, reader: &Id, reason: &'static str) -> Self {
+    fn new(key: &Id, reader: &Id, reason: &'static str) -> Self {
         Grant {
             key: key.clone(),
             reader: reader.clone(),
@@ -87,7 +155,8 @@ impl Grant {
 }
 
 /// Why quarantine storage failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum QuarantineError {
     /// No output is stored under this key for this reader.
     #[error("no quarantined output {key} for reader {reader}")]
@@ -114,9 +183,36 @@ pub enum QuarantineError {
         /// The reader refused.
         reader: Id,
     },
-    /// The storage failed.
-    #[error("quarantine storage failed: {0}")]
-    Storage(String),
+    /// No output is quarantined under this key.
+    #[error("no quarantined output {0}")]
+    UnknownOutput(Id),
+    /// A file operation failed.
+    #[error("cannot {op} {}", path.display())]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file in the store's directory is not one the store wrote.
+    #[error("{}: not a quarantine store file", .0.display())]
+    NotAStoreFile(std::path::PathBuf),
+    /// Fresh key material could not be drawn.
+    #[error(transparent)]
+    Random(#[from] RandomError),
+    /// Encryption failed (the cipher refuses only inputs beyond its size limit).
+    #[cfg(feature = "encryption")]
+    #[error("encryption failed")]
+    Encrypt(#[source] chacha20poly1305::Error),
+    /// The event that must accompany the operation could not be recorded.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// A store of the host's own (a database, an object store) failed.
+    #[error("the quarantine store failed")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
     /// The stored copy is wrapped under another key-encryption key.
     #[error("quarantined output {key} for reader {reader} is under another key-encryption key")]
     WrongKek {

@@ -3,8 +3,8 @@
 //! never written anywhere.
 
 use std::fmt;
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{PoisonError, RwLock};
 
@@ -15,8 +15,10 @@ use sha2::Sha256;
 use zeroize::{Zeroize, Zeroizing};
 
 use super::{Grant, QuarantineError, QuarantineStore, check_grant};
+use crate::atomic_write::write_atomically;
 use crate::event::{Event, Recorder};
 use crate::id::Id;
+use crate::random;
 
 /// A key-encryption key: 32 bytes the host keeps (in a secret manager, a KMS, an
 /// environment variable), never stored beside the data. Zeroized on drop; `Debug`
@@ -31,9 +33,7 @@ impl Kek {
 
     /// A fresh KEK from the OS CSPRNG (the host must keep it to read the store later).
     pub fn generate() -> Result<Self, QuarantineError> {
-        let mut bytes = [0u8; 32];
-        fill_random(&mut bytes)?;
-        Ok(Kek(bytes))
+        Ok(Kek(random::bytes()?))
     }
 
     /// A public fingerprint, stored in each file to tell "wrapped under another KEK"
@@ -94,7 +94,7 @@ impl EncryptedStore {
     /// A store in `dir` (created if missing) under `kek`.
     pub fn new(dir: impl AsRef<Path>, kek: Kek) -> Result<Self, QuarantineError> {
         let dir = dir.as_ref().to_path_buf();
-        fs::create_dir_all(&dir).map_err(|e| storage("create the store directory", &dir, &e))?;
+        fs::create_dir_all(&dir).map_err(|e| storage("create the store directory", &dir, e))?;
         Ok(EncryptedStore {
             dir,
             kek: RwLock::new(kek),
@@ -117,7 +117,7 @@ impl EncryptedStore {
         let (old_id, new_id) = (kek.id(), new.id());
         let mut rewrapped = 0;
         for path in self.files()? {
-            let bytes = fs::read(&path).map_err(|e| storage("read", &path, &e))?;
+            let bytes = fs::read(&path).map_err(|e| storage("read", &path, e))?;
             let (key, reader) = names_of(&path)?;
             let mut sealed = Sealed::parse(&bytes, &key, &reader)?;
             if sealed.kek_id == new_id {
@@ -132,14 +132,12 @@ impl EncryptedStore {
             sealed.kek_id = new_id;
             sealed.wrap_nonce = nonce;
             sealed.wrapped_key = wrapped;
-            write_atomically(&path, &sealed.to_bytes())?;
+            write_copy(&path, &sealed.to_bytes())?;
             rewrapped += 1;
         }
         *kek = new;
         drop(kek);
-        recorder
-            .record(&Event::KeyRotation { rewrapped })
-            .map_err(|e| QuarantineError::Storage(e.to_string()))?;
+        recorder.record(&Event::KeyRotation { rewrapped })?;
         Ok(rewrapped)
     }
 
@@ -152,14 +150,14 @@ impl EncryptedStore {
     /// Every stored copy.
     fn files(&self) -> Result<Vec<PathBuf>, QuarantineError> {
         let mut files = Vec::new();
-        let list = |dir: &Path| fs::read_dir(dir).map_err(|e| storage("list", dir, &e));
+        let list = |dir: &Path| fs::read_dir(dir).map_err(|e| storage("list", dir, e));
         for output in list(&self.dir)? {
-            let output = output.map_err(|e| storage("list", &self.dir, &e))?.path();
+            let output = output.map_err(|e| storage("list", &self.dir, e))?.path();
             if !output.is_dir() {
                 continue;
             }
             for copy in list(&output)? {
-                let copy = copy.map_err(|e| storage("list", &output, &e))?.path();
+                let copy = copy.map_err(|e| storage("list", &output, e))?.path();
                 if copy
                     .file_name()
                     .and_then(|n| n.to_str())
@@ -182,7 +180,7 @@ impl EncryptedStore {
         reader: &Id,
     ) -> Result<Zeroizing<[u8; 32]>, QuarantineError> {
         let path = self.path_of(key, reader);
-        let bytes = fs::read(&path).map_err(|e| storage("read", &path, &e))?;
+        let bytes = fs::read(&path).map_err(|e| storage("read", &path, e))?;
         let sealed = Sealed::parse(&bytes, key, reader)?;
         let kek = self.kek.read().unwrap_or_else(PoisonError::into_inner);
         unwrap_key(&kek, &sealed, key, target, reader)
@@ -192,9 +190,8 @@ impl EncryptedStore {
 impl QuarantineStore for EncryptedStore {
     fn put(&self, key: &Id, target: &Id, reader: &Id, bytes: &[u8]) -> Result<(), QuarantineError> {
         let mut data_key = Zeroizing::new([0u8; 32]);
-        fill_random(data_key.as_mut())?;
-        let mut data_nonce = [0u8; NONCE_LEN];
-        fill_random(&mut data_nonce)?;
+        random::fill(data_key.as_mut())?;
+        let data_nonce = random::bytes::<NONCE_LEN>()?;
         let ciphertext = XChaCha20Poly1305::new(<&Key>::from(&*data_key))
             .encrypt(
                 &XNonce::from(data_nonce),
@@ -203,7 +200,7 @@ impl QuarantineStore for EncryptedStore {
                     aad: &associated_data(Purpose::Output, key, target, reader),
                 },
             )
-            .map_err(|_| QuarantineError::Storage("encryption failed".to_owned()))?;
+            .map_err(QuarantineError::Encrypt)?;
         let kek = self.kek.read().unwrap_or_else(PoisonError::into_inner);
         let (wrap_nonce, wrapped_key) = wrap_key(&kek, &data_key, key, target, reader)?;
         let sealed = Sealed {
@@ -216,9 +213,9 @@ impl QuarantineStore for EncryptedStore {
         };
         let path = self.path_of(key, reader);
         if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(|e| storage("create", dir, &e))?;
+            fs::create_dir_all(dir).map_err(|e| storage("create", dir, e))?;
         }
-        write_atomically(&path, &sealed.to_bytes())
+        write_copy(&path, &sealed.to_bytes())
     }
 
     fn open(
@@ -238,7 +235,7 @@ impl QuarantineStore for EncryptedStore {
                     reader: reader.clone(),
                 });
             }
-            Err(error) => return Err(storage("read", &path, &error)),
+            Err(error) => return Err(storage("read", &path, error)),
         };
         let sealed = Sealed::parse(&bytes, key, reader)?;
         if sealed.target != *target {
@@ -379,8 +376,7 @@ fn wrap_key(
     target: &Id,
     reader: &Id,
 ) -> Result<([u8; NONCE_LEN], Vec<u8>), QuarantineError> {
-    let mut nonce = [0u8; NONCE_LEN];
-    fill_random(&mut nonce)?;
+    let nonce = random::bytes::<NONCE_LEN>()?;
     let wrapped = kek
         .cipher()
         .encrypt(
@@ -390,7 +386,7 @@ fn wrap_key(
                 aad: &associated_data(Purpose::DataKey, key, target, reader),
             },
         )
-        .map_err(|_| QuarantineError::Storage("key wrapping failed".to_owned()))?;
+        .map_err(QuarantineError::Encrypt)?;
     Ok((nonce, wrapped))
 }
 
@@ -422,7 +418,7 @@ fn unwrap_key(
 
 /// The output key and reader a copy's path names.
 fn names_of(path: &Path) -> Result<(Id, Id), QuarantineError> {
-    let invalid = || QuarantineError::Storage(format!("{}: not a store file", path.display()));
+    let invalid = || QuarantineError::NotAStoreFile(path.to_owned());
     let reader = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -440,27 +436,12 @@ fn names_of(path: &Path) -> Result<(Id, Id), QuarantineError> {
 
 /// Writes `bytes` to a temporary file beside `path`, syncs it, renames it over `path`
 /// and syncs the directory: a crash leaves the old copy or the new one.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), QuarantineError> {
+fn write_copy(path: &Path, bytes: &[u8]) -> Result<(), QuarantineError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("copy");
     // Ids hold no '.', so the temporary name cannot be a copy's.
     let temp = dir.join(format!(".{name}.tmp"));
-    let result = (|| {
-        let mut file = File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temp, path)?;
-        #[cfg(unix)]
-        File::open(dir)?.sync_all()?;
-        Ok(())
-    })();
-    result.map_err(|e: io::Error| storage("write", path, &e))
-}
-
-fn fill_random(bytes: &mut [u8]) -> Result<(), QuarantineError> {
-    getrandom::fill(bytes).map_err(|e| {
-        QuarantineError::Storage(format!("the OS random number generator failed: {e}"))
-    })
+    write_atomically(path, &temp, bytes).map_err(|e| storage("write", path, e))
 }
 
 fn tampered(key: &Id, reader: &Id) -> QuarantineError {
@@ -470,8 +451,12 @@ fn tampered(key: &Id, reader: &Id) -> QuarantineError {
     }
 }
 
-fn storage(op: &str, path: &Path, error: &io::Error) -> QuarantineError {
-    QuarantineError::Storage(format!("cannot {op} {}: {error}", path.display()))
+fn storage(op: &'static str, path: &Path, source: io::Error) -> QuarantineError {
+    QuarantineError::Io {
+        op,
+        path: path.to_owned(),
+        source,
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Every accepted form of the attribute compiles.
-use tooltrust::{Media, Retrieved, tool, tools};
+use tooltrust::{tool, tools};
+use tooltrust::tool::{Media, Retrieved};
 
 /// Plain sync tool.
 #[tool(trusted, read_only)]

@@ -1,4 +1,5 @@
-use tooltrust::{ArtifactHandle, tool};
+use tooltrust::tool;
+use tooltrust::tool::ArtifactHandle;
 
 /// Returns the policy file.
 #[tool(trusted, instruction, read_only)]

@@ -1,4 +1,5 @@
-use tooltrust::{Media, tool};
+use tooltrust::tool;
+use tooltrust::tool::Media;
 
 /// Returns the screenshot that explains the policy.
 #[tool(trusted, instruction, read_only)]

@@ -4,7 +4,8 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use tooltrust::{CallOutcome, Content, Id, Session, ToolCall, Trust, tools};
+use tooltrust::tool::Content;
+use tooltrust::{CallOutcome, Id, Session, ToolCall, Trust, tools};
 use tooltrust_consumer_test::{add, greet};
 
 /// Polls a future that never waits on I/O to completion.

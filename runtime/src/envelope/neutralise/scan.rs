@@ -1,9 +1,12 @@
 //! Finding the bytes where a match can begin, fast: `<` and `[` are found with `memchr`;
 //! blocks of 64 bytes that are all ASCII are skipped at once (and, up to the first
 //! non-ASCII byte after where a search starts, spans of 1 KiB); in the others, the bytes
-//! that may begin a relevant character (a lookalike of `<` or `[`, or a tag character)
-//! are flagged (in text dense with non-ASCII, by compares the compiler vectorises), and
-//! each flagged byte is confirmed by [`starts_relevant`] before the caller sees it.
+//! that may begin a candidate character (what reads as `<` or `[`, a tag character, a
+//! variation selector: the generated table's `CANDIDATES`) are flagged (in text dense
+//! with non-ASCII, by compares the compiler vectorises), and each flagged byte is
+//! confirmed by [`starts_relevant`], two table lookups, before the caller sees it.
+
+use super::readings::CANDIDATES;
 
 /// Bytes per block.
 const BLOCK: usize = 64;
@@ -26,17 +29,30 @@ pub(super) struct Candidates<'a> {
     block: usize,
     /// The [`block_flags`] of that block.
     flags: [u64; WORDS],
+    /// The dense searches, where the CPU has them.
+    searches: Option<&'static Dense>,
+    /// The region searched by [`Dense`] (empty when none).
+    dense: std::ops::Range<usize>,
+    /// Each dense search's next hit at or after the last query, in that region.
+    dense_next: [Option<usize>; 3],
 }
 
 impl<'a> Candidates<'a> {
     pub(super) fn new(bytes: &'a [u8]) -> Self {
+        Self::with_searches(bytes, DENSE.as_ref())
+    }
+
+    fn with_searches(bytes: &'a [u8], searches: Option<&'static Dense>) -> Self {
         Candidates {
+            searches,
             bytes,
             brackets: memchr::memchr2_iter(b'<', b'[', bytes),
             next_ascii: None,
             next_lead: None,
             block: usize::MAX,
             flags: [0; WORDS],
+            dense: 0..0,
+            dense_next: [None; 3],
         }
     }
 
@@ -70,6 +86,7 @@ impl<'a> Candidates<'a> {
         let mut block = from - from % BLOCK;
         // ASCII text goes by a span at a time, up to its first non-ASCII byte.
         while self.block != block
+            && !self.dense.contains(&from)
             && self
                 .bytes
                 .get(block..block + SPAN)
@@ -78,13 +95,29 @@ impl<'a> Candidates<'a> {
             block += SPAN;
         }
         while block < to {
+            if self.dense.contains(&block.max(from)) {
+                let found = self.next_dense(block.max(from));
+                if found < self.dense.end {
+                    return found;
+                }
+                block = self.dense.end;
+                continue;
+            }
             if self.block != block {
                 if is_ascii_block(self.bytes, block) {
                     block += BLOCK;
                     continue;
                 }
-                self.block = block;
-                self.flags = block_flags(self.bytes, block);
+                let flags = block_flags(self.bytes, block, self.searches.is_some());
+                if let Some(flags) = flags {
+                    self.block = block;
+                    self.flags = flags;
+                } else {
+                    // Dense non-ASCII text: search a region with the dense searchers.
+                    self.dense = block..(block + REGION).min(to);
+                    self.dense_next = [None; 3];
+                    continue;
+                }
             }
             for (k, &word) in self.flags.iter().enumerate() {
                 let mut word = word;
@@ -100,6 +133,143 @@ impl<'a> Candidates<'a> {
         }
         to
     }
+
+    /// The first candidate at or after `from` in the dense region, or its end.
+    fn next_dense(&mut self, mut from: usize) -> usize {
+        let Some(dense) = self.searches else {
+            return self.dense.end;
+        };
+        let end = self.dense.end;
+        loop {
+            let mut at = end;
+            for (i, next) in self.dense_next.iter_mut().enumerate() {
+                let hit = match *next {
+                    Some(hit) if hit >= from => hit,
+                    _ => {
+                        let hit = dense.find(i, self.bytes, from, end);
+                        *next = Some(hit);
+                        hit
+                    }
+                };
+                at = at.min(hit);
+            }
+            if at >= end || starts_relevant(self.bytes, at) {
+                return at;
+            }
+            from = at + 1;
+        }
+    }
+}
+
+/// Bytes searched at once by [`Dense`] once a block turns out dense.
+const REGION: usize = 16 * 1024;
+
+/// The searches for candidates in text dense with non-ASCII characters (CJK, say), where
+/// a filter over every byte would cost several times a copy: the two lead bytes such text
+/// is full of (E3, the CJK symbols; EF, the fullwidth forms) are searched by the bytes
+/// that follow them in each candidate, with a packed (Teddy) searcher; the other leads of
+/// candidates are rare there, and `memchr3` finds them.
+struct Dense {
+    searcher: aho_corasick::packed::Searcher,
+    /// How many bytes each pattern starts after its character.
+    offsets: Vec<usize>,
+    rare: [[u8; 3]; 2],
+}
+
+/// `None` where the CPU has no packed searcher, or the candidates no longer fit.
+static DENSE: std::sync::LazyLock<Option<Dense>> = std::sync::LazyLock::new(Dense::new);
+
+impl Dense {
+    fn new() -> Option<Dense> {
+        let mut patterns: Vec<(Vec<u8>, usize)> = Vec::new();
+        let mut rare: Vec<u8> = Vec::new();
+        let encoded: Vec<Vec<u8>> = CANDIDATES
+            .iter()
+            .flat_map(|&(start, end)| start..=end)
+            .filter_map(char::from_u32)
+            .map(|c| c.to_string().into_bytes())
+            .collect();
+        for bytes in &encoded {
+            let (pattern, offset) = match bytes[..] {
+                [lead @ (0xE3 | 0xEF), second, third] => {
+                    // A row with many candidates (the variation selectors) is searched
+                    // by its first two bytes, the others by their last two.
+                    let row = encoded
+                        .iter()
+                        .filter(|other| other.starts_with(&[lead, second]))
+                        .count();
+                    if row > 2 {
+                        (vec![lead, second], 0)
+                    } else {
+                        (vec![second, third], 1)
+                    }
+                }
+                _ => {
+                    if let Some(&lead) = bytes.first()
+                        && !rare.contains(&lead)
+                    {
+                        rare.push(lead);
+                    }
+                    continue;
+                }
+            };
+            if !patterns.iter().any(|(p, _)| *p == pattern) {
+                patterns.push((pattern, offset));
+            }
+        }
+        if rare.len() > 6 || patterns.len() > 8 {
+            return None;
+        }
+        rare.resize(6, rare.first().copied().unwrap_or(0));
+        let searcher = aho_corasick::packed::Config::new()
+            .builder()
+            .extend(patterns.iter().map(|(p, _)| p))
+            .build()?;
+        Some(Dense {
+            searcher,
+            offsets: patterns.into_iter().map(|(_, offset)| offset).collect(),
+            rare: [[rare[0], rare[1], rare[2]], [rare[3], rare[4], rare[5]]],
+        })
+    }
+
+    /// The next hit of search `which` at or after `from` (and before `end`), or `end`: a
+    /// byte that may start a candidate, for [`starts_relevant`] to confirm.
+    fn find(&self, which: usize, bytes: &[u8], from: usize, end: usize) -> usize {
+        let found = match which {
+            0 => {
+                // A pattern starts up to one byte after its character, so the search
+                // runs two bytes past the region.
+                let mut at = from;
+                let stop = (end + 2).min(bytes.len());
+                loop {
+                    if at >= stop {
+                        break None;
+                    }
+                    let span = aho_corasick::Span::from(at..stop);
+                    let Some(hit) = self.searcher.find_in(bytes, span) else {
+                        break None;
+                    };
+                    let offset = self
+                        .offsets
+                        .get(hit.pattern().as_usize())
+                        .copied()
+                        .unwrap_or(0);
+                    match hit.start().checked_sub(offset) {
+                        Some(start) if start >= from => break Some(start),
+                        _ => at = hit.start() + 1,
+                    }
+                }
+            }
+            _ => {
+                let [a, b, c] = self.rare.get(which - 1).copied().unwrap_or_default();
+                bytes
+                    .get(from..end)
+                    .and_then(|region| memchr::memchr3(a, b, c, region))
+                    .map(|i| from + i)
+            }
+        };
+        found.map_or(end, |at| at.min(end))
+    }
 }
 
 /// Whether the block at `start` is whole and all ASCII: one OR over its fixed-size bytes,
@@ -112,11 +282,12 @@ fn is_ascii_block(bytes: &[u8], start: usize) -> bool {
         .is_some_and(|block| block.iter().fold(0, |any, &b| any | b) < 0x80)
 }
 
-/// One set bit per byte of the block at `start` that may begin a relevant non-ASCII
-/// character (a superset: the caller confirms each with [`starts_relevant`]). For a
-/// block with few non-ASCII characters, these are their lead bytes; for a dense one (CJK,
-/// say), the bytes that [`may_start_relevant`].
-fn block_flags(bytes: &[u8], start: usize) -> [u64; WORDS] {
+/// One flag byte (0 or 1) per byte of the block at `start` that may begin a candidate
+/// non-ASCII character (a superset: the caller confirms each with [`starts_relevant`]).
+/// For a block with few non-ASCII characters, these are their lead bytes; for a dense one
+/// (CJK, say), `None` where the [`Dense`] searches are available (they are faster), else
+/// the bytes that [`may_start_relevant`].
+fn block_flags(bytes: &[u8], start: usize, searches: bool) -> Option<[u64; WORDS]> {
     let mut words = [0u64; WORDS];
     let Some(block) = bytes
         .get(start..start + BLOCK)
@@ -129,7 +300,7 @@ fn block_flags(bytes: &[u8], start: usize) -> [u64; WORDS] {
                 *word |= u64::from(b >= 0xC0) << (k % 8 * 8);
             }
         }
-        return words;
+        return Some(words);
     };
     for (word, eight) in words.iter_mut().zip(block.chunks_exact(8)) {
         let eight = eight.try_into().map_or(0, u64::from_le_bytes);
@@ -138,72 +309,134 @@ fn block_flags(bytes: &[u8], start: usize) -> [u64; WORDS] {
     }
     // Few non-ASCII characters (a word of English, a name): check each one. (Counting
     // words, not bits: without a popcount instruction, bits are dear.)
-    if words.iter().filter(|&&word| word != 0).count() <= 3 {
-        return words;
+    let with_leads = words.iter().filter(|&&word| word != 0).count();
+    if with_leads <= 3 {
+        return Some(words);
     }
-    // The block and the two bytes after it, read in place (a copy on the stack would
-    // stall the vector loads that follow).
+    // Non-ASCII in every eight bytes: text made of it (CJK, say), not text with some.
+    if searches && with_leads == WORDS {
+        return None;
+    }
+    // The block and the byte after it, read in place (a copy on the stack would stall
+    // the vector loads that follow).
     let Some(window) = bytes
-        .get(start..start + BLOCK + 2)
-        .and_then(|window| <&[u8; BLOCK + 2]>::try_from(window).ok())
+        .get(start..start + BLOCK + 1)
+        .and_then(|window| <&[u8; BLOCK + 1]>::try_from(window).ok())
     else {
-        return words;
+        return Some(words);
     };
     // Written over fixed-size arrays so that the compiler turns it into vector compares.
     let mut flags = [0u8; BLOCK];
     for (k, flag) in flags.iter_mut().enumerate() {
-        *flag = u8::from(may_start_relevant(window[k], window[k + 1], window[k + 2]));
+        *flag = u8::from(may_start_relevant(window[k], window[k + 1]));
     }
     for (word, eight) in words.iter_mut().zip(flags.chunks_exact(8)) {
         *word = eight.try_into().map_or(0, u64::from_le_bytes);
     }
-    words
+    Some(words)
 }
 
-/// A cheap superset of [`starts_relevant`] over three bytes: exact for the leads that
-/// CJK text is full of (U+3000 punctuation, fullwidth forms), lead-only for the rare ones.
+/// A cheap superset of [`starts_relevant`] over a lead byte and the byte after it: the
+/// rows of the two leads CJK text is full of (U+3000 punctuation, fullwidth and small
+/// forms, the variation selectors) by their second byte, the other leads of candidates
+/// whole. `the_dense_filter_covers_every_candidate` checks it against the table.
 #[inline(always)]
-fn may_start_relevant(b: u8, second: u8, third: u8) -> bool {
-    ((b == 0xE3) & (second == 0x80) & ((third == 0x88) | (third == 0x8A)))
-        | ((b == 0xEF)
-            & (((second == 0xB9) & (third == 0xA4))
-                | ((second == 0xBC) & ((third == 0x9C) | (third == 0xBB)))))
+fn may_start_relevant(b: u8, second: u8) -> bool {
+    (((b == 0xE3) | (b == 0xEF))
+        & ((second == 0x80) | ((second & 0xFE) == 0xB8) | (second == 0xBC)))
         | (b == 0xC2)
         | (b == 0xCB)
-        | (b == 0xE1)
-        | (b == 0xE2)
-        | (b == 0xF3)
+        | (b.wrapping_sub(0xE1) < 2)
+        | ((b & 0xFC) == 0xF0)
 }
 
-/// Whether the character at `at` (a character boundary) reads as `<` or `[`, or is a tag
-/// character: the exact UTF-8 sequences of every such character [`super::skeleton::fold`]
-/// knows.
+/// For each lead byte (from 0xC0), one bit per second byte (its low six bits) that some
+/// candidate begins with.
+static SECOND_BYTES: [u64; 64] = second_bytes();
+
+/// One bit per code point of the Basic Multilingual Plane: whether it is a candidate.
+static BMP: [u64; 1024] = bmp_candidates();
+
+const fn second_bytes() -> [u64; 64] {
+    let mut table = [0u64; 64];
+    let mut r = 0;
+    while r < CANDIDATES.len() {
+        let (start, end) = CANDIDATES[r];
+        let mut cp = start;
+        while cp <= end {
+            let (lead, second) = if cp < 0x800 {
+                (0xC0 | (cp >> 6), 0x80 | (cp & 0x3F))
+            } else if cp < 0x10000 {
+                (0xE0 | (cp >> 12), 0x80 | ((cp >> 6) & 0x3F))
+            } else {
+                (0xF0 | (cp >> 18), 0x80 | ((cp >> 12) & 0x3F))
+            };
+            table[(lead - 0xC0) as usize] |= 1 << (second & 0x3F);
+            cp += 1;
+        }
+        r += 1;
+    }
+    table
+}
+
+const fn bmp_candidates() -> [u64; 1024] {
+    let mut table = [0u64; 1024];
+    let mut r = 0;
+    while r < CANDIDATES.len() {
+        let (start, end) = CANDIDATES[r];
+        let mut cp = start;
+        while cp <= end && cp < 0x10000 {
+            table[(cp >> 6) as usize] |= 1 << (cp & 63);
+            cp += 1;
+        }
+        r += 1;
+    }
+    table
+}
+
+/// Whether the character at `at` (a character boundary) may begin a match or be removed:
+/// `<`, `[`, or one of the generated table's candidates (what reads as `<` or `[`, tag
+/// characters, variation selectors).
 #[inline]
 pub(super) fn starts_relevant(bytes: &[u8], at: usize) -> bool {
-    let Some(rest) = bytes.get(at..) else {
+    let byte = |k: usize| bytes.get(at + k).copied().unwrap_or(0);
+    let b = byte(0);
+    if b < 0xC0 {
+        return b == b'<' || b == b'[';
+    }
+    let c1 = byte(1) & 0x3F;
+    // The masks keep every index inside its table.
+    if SECOND_BYTES[usize::from(b & 0x3F)] >> c1 & 1 == 0 {
         return false;
+    }
+    let (row, column) = match b {
+        0xC0..=0xDF => (usize::from(b & 0x1F), c1),
+        0xE0..=0xEF => (
+            (usize::from(b & 0x0F) << 6) | usize::from(c1),
+            byte(2) & 0x3F,
+        ),
+        _ => {
+            let cp = (u32::from(b & 0x07) << 18)
+                | (u32::from(c1) << 12)
+                | (u32::from(byte(2) & 0x3F) << 6)
+                | u32::from(byte(3) & 0x3F);
+            return is_candidate(cp);
+        }
     };
-    matches!(
-        rest,
-        [b'<' | b'[', ..]
-            | [0xC2, 0xAB, ..] // «
-            | [0xCB, 0x82, ..] // ˂
-            | [0xE1, 0x90, 0xB8, ..] // ᐸ
-            | [0xE2, 0x80, 0xB9, ..] // ‹
-            | [0xE2, 0x8C, 0xA9, ..] // 〈
-            | [0xE2, 0x9D, 0xAC | 0xAE, ..] // ❬ ❮
-            | [0xE2, 0x9F, 0xA8 | 0xAA, ..] // ⟨ ⟪
-            | [0xE2, 0xA7, 0xBC, ..] // ⧼
-            | [0xE3, 0x80, 0x88 | 0x8A, ..] // 〈 《
-            | [0xEF, 0xB9, 0xA4, ..] // ﹤
-            | [0xEF, 0xBC, 0x9C | 0xBB, ..] // ＜ ［
-            | [0xF3, 0xA0, 0x80 | 0x81, ..] // U+E0000–U+E007F
-    )
+    BMP[row & 0x3FF] >> column & 1 != 0
+}
+
+fn is_candidate(cp: u32) -> bool {
+    let after = CANDIDATES.partition_point(|&(start, _)| start <= cp);
+    after
+        .checked_sub(1)
+        .and_then(|i| CANDIDATES.get(i))
+        .is_some_and(|&(_, end)| cp <= end)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::skeleton::{fold, is_tag_character};
+    use super::super::skeleton::{Class, is_tag_character, is_variation_selector};
     use super::*;
 
     fn next_candidate(bytes: &[u8], from: usize) -> Option<usize> {
@@ -214,7 +447,11 @@ mod tests {
     fn every_relevant_character_is_a_candidate() {
         let mut buf = [0u8; 4];
         for c in (0..=0x10FFFF).filter_map(char::from_u32) {
-            let relevant = matches!(fold(c), '<' | '[') || is_tag_character(c);
+            let class = Class::of(c);
+            let relevant = class.begins(b'<')
+                || class.begins(b'[')
+                || is_tag_character(c)
+                || is_variation_selector(c);
             let bytes = c.encode_utf8(&mut buf).as_bytes();
             assert_eq!(
                 starts_relevant(bytes, 0),
@@ -279,6 +516,81 @@ mod tests {
                     );
                 }
                 assert_eq!(Candidates::new(bytes).next_from(at + 1), None);
+            }
+        }
+    }
+
+    /// The dense filter lets every candidate's first two bytes through, and every
+    /// candidate is found inside dense CJK text at every offset of a block.
+    #[test]
+    fn the_dense_filter_covers_every_candidate() {
+        let filler: String = "日本語のテキスト、「引用」。，"
+            .chars()
+            .cycle()
+            .take(40)
+            .collect();
+        let mut buf = [0u8; 4];
+        for &(start, end) in &CANDIDATES {
+            for c in (start..=end).filter_map(char::from_u32) {
+                let bytes = c.encode_utf8(&mut buf).as_bytes();
+                assert!(may_start_relevant(bytes[0], bytes[1]), "U+{:04X}", c as u32);
+                for cut in [0, 3, 30, 60] {
+                    let mut body = filler.clone();
+                    body.insert(cut, c);
+                    for searches in [DENSE.as_ref(), None] {
+                        let found =
+                            Candidates::with_searches(body.as_bytes(), searches).next_from(0);
+                        assert_eq!(found, Some(cut), "U+{:04X} at {cut}", c as u32);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Long dense text, searched a region at a time: every candidate is found, in order,
+    /// around the regions' edges too, from any starting point, with or without the dense
+    /// searches.
+    #[test]
+    fn finds_candidates_across_dense_regions() {
+        let mut body: String = "日本語のテキスト、「引用」。，ＡＢ"
+            .chars()
+            .cycle()
+            .take(15_000)
+            .collect();
+        let needles = ['＜', '\u{FE0F}', '〈', '«', '\u{E0041}', '［', '‹'];
+        let places = [
+            100,
+            REGION - 3,
+            REGION - 1,
+            REGION + 1,
+            REGION + 5,
+            2 * REGION + 1,
+            40_000,
+        ];
+        for (i, at) in places.into_iter().enumerate().rev() {
+            let at = body.floor_char_boundary(at);
+            body.insert(at, needles[i % needles.len()]);
+        }
+        let mut expected: Vec<usize> = body
+            .char_indices()
+            .filter(|&(at, _)| starts_relevant(body.as_bytes(), at))
+            .map(|(at, _)| at)
+            .collect();
+        expected.sort_unstable();
+        assert!(expected.len() >= 7, "{expected:?}");
+        for searches in [DENSE.as_ref(), None] {
+            let mut candidates = Candidates::with_searches(body.as_bytes(), searches);
+            let mut found = Vec::new();
+            let mut from = 0;
+            while let Some(hit) = candidates.next_from(from) {
+                found.push(hit);
+                from = hit + 1;
+            }
+            assert_eq!(found, expected);
+            for &at in &expected {
+                let from = at.saturating_sub(5);
+                let first = Candidates::with_searches(body.as_bytes(), searches).next_from(from);
+                assert_eq!(first, expected.iter().copied().find(|&e| e >= from));
             }
         }
     }

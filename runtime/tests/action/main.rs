@@ -1,0 +1,10 @@
+//! The action layer, end to end through the public API: sessions, scopes and taint, the
+//! gate, review and quarantine, the registry, and the agent loop.
+
+mod agent;
+mod laundering;
+mod layer;
+mod memory;
+mod registry;
+mod scenarios;
+mod support;

@@ -1,0 +1,4 @@
+#[derive(tooltrust::ClosedVocabulary)]
+enum Nothing {}
+
+fn main() {}

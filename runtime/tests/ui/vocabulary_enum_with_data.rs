@@ -1,0 +1,7 @@
+#[derive(tooltrust::ClosedVocabulary)]
+enum Product {
+    Kettle,
+    Custom(String),
+}
+
+fn main() {}

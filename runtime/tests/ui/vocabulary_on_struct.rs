@@ -1,0 +1,6 @@
+#[derive(tooltrust::ClosedVocabulary)]
+struct Product {
+    name: String,
+}
+
+fn main() {}

@@ -1,0 +1,436 @@
+//! The audit chain in the database: one hash chain per tenant, in exactly the entry
+//! format of the file log (`tooltrust::audit`), so that one verifier reads both.
+//!
+//! Each entry is a row `(tenant, seq, line)` holding the canonical line the file log
+//! would write; `chain_head` holds each tenant's last `(seq, hash)`. An append locks
+//! the head row inside its transaction (the write lock on SQLite, `SELECT … FOR UPDATE`
+//! on PostgreSQL), reads the previous hash from it, inserts the sealed entries and moves
+//! the head, so the chain stays linear whatever number of processes and hosts append.
+//! Within a process, every write to a chain goes through the appender, which commits
+//! the ones that arrive together in one transaction (group commit).
+
+use std::io::{self, BufReader, Read};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::Value;
+use sqlx::{Any, AnyPool, AssertSqlSafe, Row, Transaction};
+use tokio::sync::mpsc;
+use tooltrust::Id;
+use tooltrust::audit::{
+    Body, EntryReader, GENESIS, Head, MAX_SEQ, Receipt, VerifyError, VerifyErrorKind, VerifyReport,
+};
+use tooltrust::call::Checksum;
+
+use crate::engine::Engine;
+use crate::error::{ChainError, StoreError};
+
+pub(crate) const APPEND: &str = "append to the audit chain";
+
+/// Rows per round trip when inserting entries; a batch is cut into these sizes, so only
+/// these few statements are ever prepared.
+const INSERT_CHUNKS: [usize; 4] = [64, 16, 4, 1];
+
+/// Rows per page when reading a chain back.
+const PAGE_ROWS: i64 = 1000;
+
+/// Locks `tenant`'s head row for the rest of the transaction (creating it for a new
+/// chain) and checks that the entry it names is there, with its hash.
+pub(crate) async fn lock_head(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    tenant: &Id,
+) -> Result<Head, StoreError> {
+    let error = |e| engine.error(APPEND, e);
+    let select = match engine {
+        Engine::Sqlite => "SELECT seq, hash FROM chain_head WHERE tenant = $1",
+        Engine::Postgres => "SELECT seq, hash FROM chain_head WHERE tenant = $1 FOR UPDATE",
+    };
+    let mut row = sqlx::query(select)
+        .bind(tenant.as_str())
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(error)?;
+    if row.is_none() {
+        sqlx::query(
+            "INSERT INTO chain_head (tenant, seq, hash) VALUES ($1, 0, $2) ON CONFLICT (tenant) DO NOTHING",
+        )
+        .bind(tenant.as_str())
+        .bind(GENESIS.to_hex())
+        .execute(&mut **tx)
+        .await
+        .map_err(error)?;
+        row = sqlx::query(select)
+            .bind(tenant.as_str())
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(error)?;
+    }
+    let Some(row) = row else {
+        return Ok(Head::EMPTY);
+    };
+    let head = head_of(tenant, row.try_get(0), row.try_get(1))?;
+    if head.seq == 0 {
+        return Ok(head);
+    }
+    // A statement of its own, after the lock: in PostgreSQL's read committed mode a
+    // statement sees what was committed before it began, so this one sees the entry
+    // the previous holder of the lock wrote (a join in the locking statement would not).
+    let line = sqlx::query("SELECT line FROM chain_entry WHERE tenant = $1 AND seq = $2")
+        .bind(tenant.as_str())
+        .bind(head.seq as i64)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(error)?
+        .map(|row| row.try_get::<String, _>(0))
+        .transpose()
+        .map_err(error)?;
+    let damaged = |reason: &str| StoreError::ChainDamaged {
+        tenant: tenant.clone(),
+        seq: head.seq,
+        reason: reason.to_owned(),
+    };
+    match line {
+        None => Err(damaged("the entry the head row names is missing")),
+        Some(line) if !names(&line, head) => {
+            Err(damaged("the head row does not match the last entry"))
+        }
+        Some(_) => Ok(head),
+    }
+}
+
+/// Whether `line` states `head`'s seq and hash.
+fn names(line: &str, head: Head) -> bool {
+    let Ok(Value::Object(entry)) = serde_json::from_str::<Value>(line) else {
+        return false;
+    };
+    entry.get("seq").and_then(Value::as_u64) == Some(head.seq)
+        && entry.get("hash").and_then(Value::as_str) == Some(head.hash.to_hex().as_str())
+}
+
+pub(crate) fn head_of(
+    tenant: &Id,
+    seq: Result<i64, sqlx::Error>,
+    hash: Result<String, sqlx::Error>,
+) -> Result<Head, StoreError> {
+    let corrupt = |reason: String| StoreError::CorruptRow {
+        table: "chain_head",
+        key: tenant.to_string(),
+        reason,
+    };
+    let seq = seq
+        .ok()
+        .and_then(|seq| u64::try_from(seq).ok())
+        .filter(|&seq| seq <= MAX_SEQ)
+        .ok_or_else(|| corrupt("seq is not an integer from 0 to 2^53".to_owned()))?;
+    let hash = hash
+        .ok()
+        .and_then(|hash| hash.parse::<Checksum>().ok())
+        .ok_or_else(|| corrupt("hash is not 64 lowercase hex characters".to_owned()))?;
+    Ok(Head { seq, hash })
+}
+
+/// Seals `bodies` after `head`, advancing it; on error `head` is unchanged.
+pub(crate) fn seal(
+    tenant: &Id,
+    head: &mut Head,
+    bodies: Vec<Body>,
+    ts: &str,
+    lines: &mut Vec<String>,
+) -> Result<Vec<Receipt>, StoreError> {
+    if head.seq + bodies.len() as u64 > MAX_SEQ {
+        return Err(StoreError::ChainFull(tenant.clone()));
+    }
+    let mut tip = *head;
+    let mut sealed = Vec::with_capacity(bodies.len());
+    let mut receipts = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let seq = tip.seq + 1;
+        let (mut line, hash) = body.seal(seq, ts.to_owned(), &tip.hash)?;
+        line.pop(); // the newline: a row holds the line alone
+        sealed.push(String::from_utf8_lossy(&line).into_owned());
+        receipts.push(Receipt { seq, hash });
+        tip = Head { seq, hash };
+    }
+    lines.append(&mut sealed);
+    *head = tip;
+    Ok(receipts)
+}
+
+/// Inserts `lines` as entries `first_seq…` and moves the head row to `head`. An
+/// entry already at one of those seqs (the chain holds entries past its head row) is
+/// [`StoreError::ChainDamaged`]; on PostgreSQL the transaction is then aborted.
+pub(crate) async fn write_entries(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    tenant: &Id,
+    first_seq: u64,
+    lines: &[String],
+    head: Head,
+) -> Result<(), StoreError> {
+    let error = |e| engine.error(APPEND, e);
+    let mut rest = lines;
+    let mut seq = first_seq;
+    while !rest.is_empty() {
+        let chunk = INSERT_CHUNKS
+            .into_iter()
+            .find(|&n| n <= rest.len())
+            .unwrap_or(1);
+        let (now, later) = rest.split_at(chunk);
+        let mut query = sqlx::query(AssertSqlSafe(insert_statement(chunk)));
+        for line in now {
+            query = query
+                .bind(tenant.as_str())
+                .bind(seq as i64)
+                .bind(line.as_str());
+            seq += 1;
+        }
+        if let Err(e) = query.execute(&mut **tx).await {
+            let taken = matches!(&e, sqlx::Error::Database(db) if db.is_unique_violation());
+            return Err(if taken {
+                StoreError::ChainDamaged {
+                    tenant: tenant.clone(),
+                    seq: first_seq,
+                    reason: "the chain holds entries past its head row".to_owned(),
+                }
+            } else {
+                error(e)
+            });
+        }
+        rest = later;
+    }
+    sqlx::query("UPDATE chain_head SET seq = $1, hash = $2 WHERE tenant = $3")
+        .bind(head.seq as i64)
+        .bind(head.hash.to_hex())
+        .bind(tenant.as_str())
+        .execute(&mut **tx)
+        .await
+        .map_err(error)?;
+    Ok(())
+}
+
+/// `INSERT INTO chain_entry (tenant, seq, line) VALUES ($1, $2, $3), …` for `rows` rows.
+fn insert_statement(rows: usize) -> String {
+    let mut sql = String::from("INSERT INTO chain_entry (tenant, seq, line) VALUES ");
+    for row in 0..rows {
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        let n = row * 3;
+        sql.push_str(&format!("(${}, ${}, ${})", n + 1, n + 2, n + 3));
+    }
+    sql
+}
+
+/// Verifies `tenant`'s chain: every entry in order, checked by the very reader that
+/// checks log files, against the head row, and against `pinned` if given.
+pub(crate) async fn verify(
+    pool: &AnyPool,
+    engine: Engine,
+    tenant: &Id,
+    pinned: Option<Head>,
+) -> Result<VerifyReport, ChainError> {
+    const OP: &str = "read the audit chain";
+    let head_row = sqlx::query("SELECT seq, hash FROM chain_head WHERE tenant = $1")
+        .bind(tenant.as_str())
+        .fetch_optional(pool)
+        .await
+        .map_err(|e| engine.error(OP, e))?
+        .map(|row| head_of(tenant, row.try_get(0), row.try_get(1)))
+        .transpose()?;
+
+    // Pages are read by a task and checked on a blocking thread, as one stream of lines.
+    let (pages, receiver) = mpsc::channel(2);
+    let reading = tokio::spawn(read_pages(pool.clone(), engine, tenant.clone(), pages));
+    let failure = Arc::new(Mutex::new(None));
+    let lines = PageReader {
+        pages: receiver,
+        page: Vec::new(),
+        at: 0,
+        failure: failure.clone(),
+    };
+    let checked = tokio::task::spawn_blocking(move || check(lines, head_row, pinned)).await;
+    reading.abort();
+    let failure = failure
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    if let Some(error) = failure {
+        return Err(ChainError::Store(error));
+    }
+    let report = checked
+        .map_err(|e| StoreError::Io {
+            op: "check the audit chain",
+            source: Arc::new(io::Error::other(e.to_string())),
+        })?
+        .map_err(ChainError::Invalid)?;
+    match head_row {
+        None if report.entries > 0 => Err(ChainError::HeadMissing(tenant.clone())),
+        Some(head) if head.seq < report.entries => Err(ChainError::PastHead {
+            tenant: tenant.clone(),
+            head: head.seq,
+            last: report.entries,
+        }),
+        _ => Ok(report),
+    }
+}
+
+/// Reads every line; the head row pins the reader, and `pinned` is checked beside it.
+fn check(
+    lines: PageReader,
+    head_row: Option<Head>,
+    pinned: Option<Head>,
+) -> Result<VerifyReport, VerifyError> {
+    let mut reader = EntryReader::new(BufReader::with_capacity(1 << 16, lines), head_row);
+    let mut at_pinned = None;
+    for entry in &mut reader {
+        let entry = entry?;
+        if pinned.is_some_and(|pinned| pinned.seq == entry.seq) {
+            at_pinned = Some(entry.hash);
+        }
+    }
+    let report = reader.finish()?;
+    if let Some(pinned) = pinned.filter(|pinned| pinned.seq > 0) {
+        match at_pinned {
+            None => {
+                return Err(VerifyError {
+                    seq: report.entries + 1,
+                    kind: VerifyErrorKind::Truncated {
+                        last: report.entries,
+                        head_seq: pinned.seq,
+                    },
+                });
+            }
+            Some(found) if found != pinned.hash => {
+                return Err(VerifyError {
+                    seq: pinned.seq,
+                    kind: VerifyErrorKind::HeadMismatch {
+                        pinned: pinned.hash,
+                        found,
+                    },
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(report)
+}
+
+/// Sends `tenant`'s entries, page by page in seq order, each line followed by `\n`.
+async fn read_pages(
+    pool: AnyPool,
+    engine: Engine,
+    tenant: Id,
+    pages: mpsc::Sender<Result<Vec<u8>, StoreError>>,
+) {
+    let mut after: i64 = 0;
+    loop {
+        let rows = sqlx::query(
+            "SELECT seq, line FROM chain_entry WHERE tenant = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        )
+        .bind(tenant.as_str())
+        .bind(after)
+        .bind(PAGE_ROWS)
+        .fetch_all(&pool)
+        .await;
+        let page = rows
+            .map_err(|e| engine.error("read the audit chain", e))
+            .and_then(|rows| {
+                let mut page = Vec::new();
+                for row in &rows {
+                    let seq: i64 = row
+                        .try_get(0)
+                        .map_err(|e| engine.error("read the audit chain", e))?;
+                    let line: String = row
+                        .try_get(1)
+                        .map_err(|e| engine.error("read the audit chain", e))?;
+                    after = seq;
+                    page.extend_from_slice(line.as_bytes());
+                    page.push(b'\n');
+                }
+                Ok(page)
+            });
+        let done = matches!(&page, Ok(page) if page.is_empty()) || page.is_err();
+        if pages.send(page).await.is_err() || done {
+            return;
+        }
+    }
+}
+
+/// The pages as one byte stream. A page that failed to load ends the stream with an
+/// I/O error and leaves the store's error in `failure` for the caller.
+struct PageReader {
+    pages: mpsc::Receiver<Result<Vec<u8>, StoreError>>,
+    page: Vec<u8>,
+    at: usize,
+    failure: Arc<Mutex<Option<StoreError>>>,
+}
+
+impl Read for PageReader {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.page.len() {
+            match self.pages.blocking_recv() {
+                Some(Ok(page)) if page.is_empty() => return Ok(0),
+                Some(Ok(page)) => {
+                    self.page = page;
+                    self.at = 0;
+                }
+                Some(Err(error)) => {
+                    let message = error.to_string();
+                    *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
+                    return Err(io::Error::other(message));
+                }
+                None => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.page.len() - self.at);
+        out[..n].copy_from_slice(&self.page[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_statements_number_their_parameters() {
+        assert_eq!(
+            insert_statement(2),
+            "INSERT INTO chain_entry (tenant, seq, line) VALUES ($1, $2, $3), ($4, $5, $6)"
+        );
+    }
+
+    #[test]
+    fn sealing_advances_the_head_only_when_every_body_seals() {
+        let tenant = Id::new("t").unwrap();
+        let mut head = Head::EMPTY;
+        let mut lines = Vec::new();
+        let bodies = vec![
+            Body::of(&serde_json::json!({"event": "a"})).unwrap(),
+            Body::of(&serde_json::json!({"event": "b"})).unwrap(),
+        ];
+        let receipts = seal(&tenant, &mut head, bodies, "t", &mut lines).unwrap();
+        assert_eq!(receipts.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(
+            head,
+            Head {
+                seq: 2,
+                hash: receipts[1].hash
+            }
+        );
+        assert!(names(&lines[1], head) && !names(&lines[0], head));
+
+        let huge = "x".repeat(tooltrust::audit::MAX_LINE_BYTES);
+        let bodies = vec![
+            Body::of(&serde_json::json!({"event": "c"})).unwrap(),
+            Body::of(&serde_json::json!({"event": "d", "data": huge})).unwrap(),
+        ];
+        let before = head;
+        assert!(matches!(
+            seal(&tenant, &mut head, bodies, "t", &mut lines),
+            Err(StoreError::Event(_))
+        ));
+        assert_eq!((head, lines.len()), (before, 2));
+    }
+}

@@ -1,0 +1,299 @@
+//! What can go wrong, by operation. Every error keeps its cause; none is a bare string.
+
+use std::sync::Arc;
+
+use tooltrust::Id;
+use tooltrust::audit::{EventError, VerifyError};
+
+use crate::location::LocationError;
+use crate::pending::PendingStatus;
+
+/// Why the store could not do what was asked. Nothing that was acknowledged before is
+/// lost by any of these; an operation that failed left no trace, except where the
+/// variant says its outcome is unknown ([`StoreError::CommitUnknown`]).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The location does not name a store.
+    #[error(transparent)]
+    Location(#[from] LocationError),
+    /// The SQLite file does not exist and the store was opened without creating it.
+    #[error("no store at {0}: the SQLite file does not exist")]
+    NotFound(std::path::PathBuf),
+    /// An option has a value the store cannot use.
+    #[error("store option {option}: {reason}")]
+    BadOption {
+        /// The option.
+        option: &'static str,
+        /// What is wrong with its value.
+        reason: String,
+    },
+    /// The database holds a newer schema than this build knows: an older binary must not
+    /// write to it. Upgrade tooltrust-store.
+    #[error(
+        "the store's schema is version {found}, newer than the version {supported} this build knows; upgrade tooltrust"
+    )]
+    SchemaTooNew {
+        /// The newest version the database holds.
+        found: i64,
+        /// The newest version this build knows.
+        supported: i64,
+    },
+    /// A migration recorded as applied differs from the one this build carries: the
+    /// schema was changed by hand or by a different build.
+    #[error(
+        "schema version {version} in the database was applied from different SQL than this build's (recorded {recorded}, expected {expected})"
+    )]
+    SchemaAltered {
+        /// The version whose record differs.
+        version: i64,
+        /// The checksum recorded in the database.
+        recorded: String,
+        /// The checksum of this build's migration.
+        expected: String,
+    },
+    /// The database (or the disk under it) is full; the operation was not recorded.
+    #[error("the database is full: cannot {op}")]
+    Full {
+        /// What the store was doing.
+        op: &'static str,
+        /// The database's error.
+        #[source]
+        source: Arc<sqlx::Error>,
+    },
+    /// Another writer held the database for longer than the busy timeout (SQLite).
+    #[error("the database stayed locked by another writer: cannot {op}")]
+    Busy {
+        /// What the store was doing.
+        op: &'static str,
+        /// The database's error.
+        #[source]
+        source: Arc<sqlx::Error>,
+    },
+    /// The database cannot be reached (connection refused or lost, pool timed out).
+    /// Nothing was committed; the next operation reconnects.
+    #[error("cannot reach the database: cannot {op}")]
+    Unavailable {
+        /// What the store was doing.
+        op: &'static str,
+        /// The connection's error.
+        #[source]
+        source: Arc<sqlx::Error>,
+    },
+    /// The connection failed while committing: the transaction may or may not have
+    /// been committed. Its entries, if committed, are well-formed and chained; check the
+    /// chain before acting again (retrying blindly could record the event twice).
+    #[error("the connection failed while committing ({op}): the outcome is unknown")]
+    CommitUnknown {
+        /// What the store was doing.
+        op: &'static str,
+        /// The connection's error.
+        #[source]
+        source: Arc<sqlx::Error>,
+    },
+    /// Any other database error.
+    #[error("database error: cannot {op}")]
+    Database {
+        /// What the store was doing.
+        op: &'static str,
+        /// The database's error.
+        #[source]
+        source: Arc<sqlx::Error>,
+    },
+    /// A row read back is not something the store wrote (edited by hand, or damaged).
+    #[error("{table} row {key}: {reason}")]
+    CorruptRow {
+        /// The table.
+        table: &'static str,
+        /// The row's key.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A tenant's chain does not end where its head row says: an entry was deleted or
+    /// edited, or the head row was. Appends to it are refused until it is repaired;
+    /// `tooltrust audit verify` names the first bad entry.
+    #[error("the audit chain of tenant {tenant} is damaged at seq {seq}: {reason}")]
+    ChainDamaged {
+        /// The tenant.
+        tenant: Id,
+        /// The seq where the damage shows.
+        seq: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The chain holds 2^53 entries, the most that canonical JSON numbers count exactly.
+    #[error("the audit chain of tenant {0} is full (seq 2^53)")]
+    ChainFull(Id),
+    /// The event was refused; nothing was written.
+    #[error("audit event refused: {0}")]
+    Event(#[from] EventError),
+    /// The store's background task is gone (its runtime was shut down).
+    #[error("the store is closed")]
+    Closed,
+    /// The store could not start its own thread or runtime.
+    #[error("cannot {op}")]
+    Io {
+        /// What failed.
+        op: &'static str,
+        /// The operating system's error.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+}
+
+/// Why a call could not be held.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HoldError {
+    /// A call with this id is already held.
+    #[error("a call with id {0} is already held")]
+    Duplicate(Id),
+    /// The record is not a fresh pending call (its status or decision fields are set):
+    /// a call enters the queue undecided.
+    #[error("call {0} is not a fresh pending call: hold it with status pending and no decision")]
+    NotPending(Id),
+    /// `args` is not the canonical JSON text of an object.
+    #[error("call {id}: args must be the RFC 8785 canonical text of a JSON object: {reason}")]
+    BadArgs {
+        /// The call.
+        id: Id,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `checksum` is not the checksum of `{"args": args, "tool": tool}`.
+    #[error("call {id}: its checksum does not match its tool and arguments (computed {computed})")]
+    ChecksumMismatch {
+        /// The call.
+        id: Id,
+        /// The checksum of the tool and arguments.
+        computed: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why a decision was refused. A refused decision changes nothing.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DecideError {
+    /// No call has this id.
+    #[error("no held call has id {0}")]
+    UnknownCall(Id),
+    /// The call was decided already (or has run).
+    #[error("call {id} was already decided: it is {status}")]
+    AlreadyDecided {
+        /// The call.
+        id: Id,
+        /// Its status.
+        status: PendingStatus,
+    },
+    /// The reviewer is the author of the scope that made the call (separation of
+    /// powers: the author can never decide on its own scope's calls).
+    #[error(
+        "{reviewer} is the author of scope {scope}, which made call {id}: the author cannot decide"
+    )]
+    AuthorCannotDecide {
+        /// The call.
+        id: Id,
+        /// The scope that made it.
+        scope: Id,
+        /// The reviewer, who is its author.
+        reviewer: Id,
+    },
+    /// A decision needs a reason.
+    #[error("a decision needs a reason")]
+    NoReason,
+    /// The reason is longer than the chain keeps.
+    #[error("the reason is {len} bytes; a decision's reason is at most {max} bytes")]
+    ReasonTooLong {
+        /// Its length.
+        len: usize,
+        /// [`MAX_REASON_BYTES`](crate::MAX_REASON_BYTES).
+        max: usize,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why a call could not be claimed to run.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClaimError {
+    /// No call has this id.
+    #[error("no held call has id {0}")]
+    UnknownCall(Id),
+    /// The call is not approved (still pending, or rejected).
+    #[error("call {id} is {status}, not approved: it may not run")]
+    NotApproved {
+        /// The call.
+        id: Id,
+        /// Its status.
+        status: PendingStatus,
+    },
+    /// The call was claimed before: it runs once.
+    #[error("call {0} was already claimed to run")]
+    AlreadyRan(Id),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why waiting for a decision ended without one.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WaitError {
+    /// No call has this id.
+    #[error("no held call has id {0}")]
+    UnknownCall(Id),
+    /// The call was still pending when the wait's time ran out.
+    #[error("call {0} is still pending")]
+    TimedOut(Id),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why a conversation could not be saved.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ConversationError {
+    /// Someone else saved the conversation since the revision the caller expected.
+    #[error(
+        "conversation {id} is at revision {found}, not {expected}: reload it and continue from there"
+    )]
+    RevisionConflict {
+        /// The conversation.
+        id: Id,
+        /// The revision the caller expected (0: a new conversation).
+        expected: u64,
+        /// The revision the store holds.
+        found: u64,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why a chain did not verify, or could not be read.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ChainError {
+    /// The chain is not intact: the first bad entry and why.
+    #[error("{0}")]
+    Invalid(#[source] VerifyError),
+    /// The chain holds entries but no head row.
+    #[error("the chain of tenant {0} has entries but no head row")]
+    HeadMissing(Id),
+    /// The chain holds entries past its head row (which every append moves in the same
+    /// transaction): the head row was set back.
+    #[error(
+        "the chain of tenant {tenant} holds entries up to seq {last}, past its head row at seq {head}"
+    )]
+    PastHead {
+        /// The tenant.
+        tenant: Id,
+        /// The head row's seq.
+        head: u64,
+        /// The last entry's seq.
+        last: u64,
+    },
+    /// The store failed while reading.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

@@ -1,0 +1,54 @@
+//! The entries the store itself writes to a tenant's chain, beside the runtime's events.
+
+use serde::Serialize;
+use tooltrust::Id;
+use tooltrust::call::Checksum;
+
+use crate::pending::PendingStatus;
+
+/// An event the store records: serialized, like the runtime's events, with its type in
+/// `"event"` and its fields beside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum StoreEvent<'a> {
+    /// A person decided on a held call (committed with the decision itself).
+    CallDecided {
+        /// The call.
+        call: &'a Id,
+        /// Its tool.
+        tool: &'a str,
+        /// Its checksum: the decision covers exactly these arguments.
+        checksum: &'a Checksum,
+        /// The scope that made it.
+        scope: &'a Id,
+        /// That scope's author.
+        author: &'a Id,
+        /// Who decided.
+        reviewer: &'a Id,
+        /// `approved` or `rejected`.
+        decision: PendingStatus,
+        /// Why.
+        reason: &'a str,
+    },
+    /// A decision was refused (the call was decided already, or the reviewer is the
+    /// scope's author); nothing changed.
+    CallDecisionRefused {
+        /// The call.
+        call: &'a Id,
+        /// Who tried to decide.
+        reviewer: &'a Id,
+        /// Whether they tried to approve.
+        approve: bool,
+        /// Why it was refused.
+        refusal: &'a str,
+    },
+    /// An approved call was claimed to run (it runs once).
+    CallClaimed {
+        /// The call.
+        call: &'a Id,
+        /// Its tool.
+        tool: &'a str,
+        /// Its checksum.
+        checksum: &'a Checksum,
+    },
+}

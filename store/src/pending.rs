@@ -1,0 +1,670 @@
+//! The review queue: calls the gate held, a person's decision on each, and the claim
+//! that lets an approved call run exactly once.
+//!
+//! Every transition is one transaction that locks the call's row (the write lock on
+//! SQLite, `SELECT … FOR UPDATE` on PostgreSQL) and checks its status before changing
+//! it, so two reviewers deciding at once, or two processes claiming at once, cannot
+//! both succeed. A decision and a claim write their chain entry in the same
+//! transaction: a decision is recorded exactly when it is taken.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Serialize;
+use sqlx::any::AnyRow;
+use sqlx::{Any, AssertSqlSafe, Row, Transaction};
+use tooltrust::audit::Body;
+use tooltrust::call::Checksum;
+use tooltrust::canonical::canonical_json;
+use tooltrust::{Id, ToolCall};
+
+use crate::appender::{Done, Work};
+use crate::clock;
+use crate::engine::Engine;
+use crate::error::{ClaimError, DecideError, HoldError, StoreError, WaitError};
+use crate::event::StoreEvent;
+use crate::store::Store;
+
+/// Where a held call stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PendingStatus {
+    /// Waiting for a person's decision.
+    Pending,
+    /// Approved; it may run once.
+    Approved,
+    /// Rejected; it never runs.
+    Rejected,
+    /// Approved and claimed to run.
+    Ran,
+}
+
+impl PendingStatus {
+    /// `pending`, `approved`, `rejected` or `ran`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PendingStatus::Pending => "pending",
+            PendingStatus::Approved => "approved",
+            PendingStatus::Rejected => "rejected",
+            PendingStatus::Ran => "ran",
+        }
+    }
+}
+
+impl fmt::Display for PendingStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The text is not a status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a status: use pending, approved, rejected or ran")]
+pub struct StatusParseError(String);
+
+impl FromStr for PendingStatus {
+    type Err = StatusParseError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "pending" => Ok(PendingStatus::Pending),
+            "approved" => Ok(PendingStatus::Approved),
+            "rejected" => Ok(PendingStatus::Rejected),
+            "ran" => Ok(PendingStatus::Ran),
+            other => Err(StatusParseError(other.to_owned())),
+        }
+    }
+}
+
+/// A call the gate held for review, with its decision once there is one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PendingCall {
+    /// The call's id (unique across the store).
+    pub id: Id,
+    /// The tenant whose chain records its decision.
+    pub tenant: Id,
+    /// The tool the call names.
+    pub tool: String,
+    /// The RFC 8785 canonical text of the arguments object.
+    pub args: String,
+    /// The call's checksum: SHA-256 of the canonical `{"args": …, "tool": …}`.
+    pub checksum: Checksum,
+    /// The gate rule that held it.
+    pub rule: String,
+    /// Why the gate held it.
+    pub reason: String,
+    /// The scope that made the call.
+    pub scope: Id,
+    /// That scope's author, who may not decide on it.
+    pub author: Id,
+    /// What the principal asked for, if the host records it.
+    pub principal_request: Option<String>,
+    /// The context that led to the call (for the reviewer; may hold untrusted text).
+    pub context: Option<String>,
+    /// Where it stands.
+    pub status: PendingStatus,
+    /// When it was held (set by [`Store::hold`]).
+    pub created_at: String,
+    /// Who decided.
+    pub decided_by: Option<Id>,
+    /// Why.
+    pub decision_reason: Option<String>,
+    /// When.
+    pub decided_at: Option<String>,
+}
+
+impl PendingCall {
+    /// A fresh pending call (no decision, `created_at` to be set by [`Store::hold`]) for
+    /// `call`, held by `rule` for `reason`, made by `scope` whose author is `author`, for
+    /// `tenant`.
+    pub fn new(
+        call: &ToolCall,
+        tenant: Id,
+        rule: impl Into<String>,
+        reason: impl Into<String>,
+        scope: Id,
+        author: Id,
+    ) -> PendingCall {
+        PendingCall {
+            id: call.id().clone(),
+            tenant,
+            tool: call.tool().to_owned(),
+            args: canonical_json(&serde_json::Value::Object(call.args().clone())),
+            checksum: call.checksum(),
+            rule: rule.into(),
+            reason: reason.into(),
+            scope,
+            author,
+            principal_request: None,
+            context: None,
+            status: PendingStatus::Pending,
+            created_at: String::new(),
+            decided_by: None,
+            decision_reason: None,
+            decided_at: None,
+        }
+    }
+}
+
+/// Which held calls [`Store::list`] returns. Every field left `None` matches all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Only calls with this status.
+    pub status: Option<PendingStatus>,
+    /// Only calls to this tool.
+    pub tool: Option<String>,
+    /// Only calls made by this scope.
+    pub scope: Option<Id>,
+    /// Only calls of this tenant.
+    pub tenant: Option<Id>,
+    /// At most this many (the newest).
+    pub limit: Option<u32>,
+}
+
+/// How [`Store::wait_decision`] waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitOptions {
+    /// Give up after this long (`None`: wait until decided).
+    pub timeout: Option<Duration>,
+    /// The first pause between two looks at the call; it doubles up to `max_poll`.
+    pub min_poll: Duration,
+    /// The longest pause between two looks.
+    pub max_poll: Duration,
+}
+
+impl Default for WaitOptions {
+    /// No timeout; polls from 50 ms up to 5 s (on PostgreSQL a notification ends each
+    /// pause as soon as a decision commits).
+    fn default() -> Self {
+        WaitOptions {
+            timeout: None,
+            min_poll: Duration::from_millis(50),
+            max_poll: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The columns of a call, in the order [`from_row`] reads them.
+const COLUMNS: &str = "id, tenant, tool, args, checksum, rule, reason, scope, author, \
+    principal_request, context, status, created_at, decided_by, decision_reason, decided_at";
+
+/// The PostgreSQL channel that carries the ids of decided calls.
+pub(crate) const DECISIONS_CHANNEL: &str = "tooltrust_decisions";
+
+const HOLD: &str = "hold a call";
+const LIST: &str = "list held calls";
+const DECIDE: &str = "decide on a held call";
+const CLAIM: &str = "claim a call to run";
+
+/// The longest reason a decision may give (the chain's entries stay small).
+pub const MAX_REASON_BYTES: usize = 16 * 1024;
+
+impl Store {
+    /// Puts `call` in the review queue, undecided, and returns it as stored (with
+    /// `created_at` set).
+    ///
+    /// The record must be fresh (status pending, no decision) and self-consistent:
+    /// `args` the canonical text of an object and `checksum` the checksum of the tool
+    /// and those arguments, which the store recomputes. A held id cannot be held again.
+    pub async fn hold(&self, call: &PendingCall) -> Result<PendingCall, HoldError> {
+        check_held(call)?;
+        let mut stored = call.clone();
+        stored.created_at = clock::now();
+        let inserted = sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO pending_call ({COLUMNS}) VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, NULL, NULL) \
+             ON CONFLICT (id) DO NOTHING"
+        )))
+        .bind(stored.id.as_str())
+        .bind(stored.tenant.as_str())
+        .bind(stored.tool.as_str())
+        .bind(stored.args.as_str())
+        .bind(stored.checksum.to_hex())
+        .bind(stored.rule.as_str())
+        .bind(stored.reason.as_str())
+        .bind(stored.scope.as_str())
+        .bind(stored.author.as_str())
+        .bind(stored.principal_request.as_deref())
+        .bind(stored.context.as_deref())
+        .bind(PendingStatus::Pending.as_str())
+        .bind(stored.created_at.as_str())
+        .execute(self.pool())
+        .await
+        .map_err(|e| self.engine().error(HOLD, e))?;
+        if inserted.rows_affected() == 0 {
+            return Err(HoldError::Duplicate(call.id.clone()));
+        }
+        Ok(stored)
+    }
+
+    /// The held calls that match `filter`, newest first.
+    pub async fn list(&self, filter: &ListFilter) -> Result<Vec<PendingCall>, StoreError> {
+        let mut conditions = Vec::new();
+        let mut values: Vec<&str> = Vec::new();
+        let mut condition = |column: &str, value| {
+            values.push(value);
+            conditions.push(format!("{column} = ${}", values.len()));
+        };
+        if let Some(tenant) = &filter.tenant {
+            condition("tenant", tenant.as_str());
+        }
+        if let Some(status) = filter.status {
+            condition("status", status.as_str());
+        }
+        if let Some(tool) = &filter.tool {
+            condition("tool", tool.as_str());
+        }
+        if let Some(scope) = &filter.scope {
+            condition("scope", scope.as_str());
+        }
+        let mut sql = format!("SELECT {COLUMNS} FROM pending_call");
+        if !conditions.is_empty() {
+            sql.push_str(" WHERE ");
+            sql.push_str(&conditions.join(" AND "));
+        }
+        sql.push_str(" ORDER BY created_at DESC, id DESC");
+        if let Some(limit) = filter.limit {
+            sql.push_str(&format!(" LIMIT {limit}"));
+        }
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for value in values {
+            query = query.bind(value);
+        }
+        let rows = query
+            .fetch_all(self.pool())
+            .await
+            .map_err(|e| self.engine().error(LIST, e))?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// The held call with this id, if any.
+    pub async fn get(&self, id: &Id) -> Result<Option<PendingCall>, StoreError> {
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM pending_call WHERE id = $1"
+        )))
+        .bind(id.as_str())
+        .fetch_optional(self.pool())
+        .await
+        .map_err(|e| self.engine().error(LIST, e))?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// Decides on a held call: approves or rejects it, as `reviewer`, for `reason`.
+    ///
+    /// Atomic: only a pending call can be decided, and only by someone other than the
+    /// author of the scope that made it; the status change and its `call_decided`
+    /// entry in the tenant's chain commit together (and, on PostgreSQL, a notification
+    /// wakes the processes waiting for it). When two reviewers decide at once, one
+    /// succeeds and the other gets [`DecideError::AlreadyDecided`]. A refusal changes
+    /// nothing; one by the author, or of a decided call, is itself recorded in the
+    /// chain as `call_decision_refused`. Decisions are group-committed with the
+    /// process's other chain writes.
+    pub async fn decide(
+        &self,
+        id: &Id,
+        reviewer: &Id,
+        approve: bool,
+        reason: &str,
+    ) -> Result<PendingCall, DecideError> {
+        if reason.trim().is_empty() {
+            return Err(DecideError::NoReason);
+        }
+        if reason.len() > MAX_REASON_BYTES {
+            return Err(DecideError::ReasonTooLong {
+                len: reason.len(),
+                max: MAX_REASON_BYTES,
+            });
+        }
+        let Some(tenant) = self.tenant_of(id).await? else {
+            return Err(DecideError::UnknownCall(id.clone()));
+        };
+        let work = Work::Decide {
+            call: id.clone(),
+            reviewer: reviewer.clone(),
+            approve,
+            reason: reason.to_owned(),
+        };
+        match self.submit(&tenant, work).await? {
+            Done::Decided(decided) => decided,
+            _ => Err(StoreError::Closed.into()),
+        }
+    }
+
+    /// Claims an approved call to run: approved → ran, exactly once across every
+    /// process sharing the store, with a `call_claimed` entry in the tenant's chain in
+    /// the same transaction. Run the call only after this returns `Ok`; a second claim
+    /// is [`ClaimError::AlreadyRan`].
+    pub async fn claim_to_run(&self, id: &Id) -> Result<PendingCall, ClaimError> {
+        let Some(tenant) = self.tenant_of(id).await? else {
+            return Err(ClaimError::UnknownCall(id.clone()));
+        };
+        match self
+            .submit(&tenant, Work::Claim { call: id.clone() })
+            .await?
+        {
+            Done::Claimed(claimed) => claimed,
+            _ => Err(StoreError::Closed.into()),
+        }
+    }
+
+    /// The tenant of a held call (whose chain its decision goes to), if it is held.
+    async fn tenant_of(&self, id: &Id) -> Result<Option<Id>, StoreError> {
+        let row = sqlx::query("SELECT tenant FROM pending_call WHERE id = $1")
+            .bind(id.as_str())
+            .fetch_optional(self.pool())
+            .await
+            .map_err(|e| self.engine().error(LIST, e))?;
+        row.map(|row| {
+            let tenant: String = row.try_get(0).map_err(|e| self.engine().error(LIST, e))?;
+            Id::new(tenant).map_err(|e| StoreError::CorruptRow {
+                table: "pending_call",
+                key: id.to_string(),
+                reason: format!("tenant: {e}"),
+            })
+        })
+        .transpose()
+    }
+
+    /// Waits until the call is decided (or has run) and returns it.
+    ///
+    /// Looks at the call, then pauses, doubling the pause from `min_poll` to
+    /// `max_poll`; on PostgreSQL it also listens for the notification each decision
+    /// sends, which ends a pause at once. Another process (a person running `tooltrust
+    /// pending approve`, say) may decide.
+    pub async fn wait_decision(
+        &self,
+        id: &Id,
+        options: WaitOptions,
+    ) -> Result<PendingCall, WaitError> {
+        let deadline = options.timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut listener = self.decision_listener().await;
+        let mut pause = options.min_poll.max(Duration::from_millis(1));
+        loop {
+            match self.get(id).await? {
+                None => return Err(WaitError::UnknownCall(id.clone())),
+                Some(call) if call.status != PendingStatus::Pending => return Ok(call),
+                Some(_) => {}
+            }
+            let mut until = tokio::time::Instant::now() + pause;
+            if let Some(deadline) = deadline {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(WaitError::TimedOut(id.clone()));
+                }
+                until = until.min(deadline);
+            }
+            match listener.as_mut() {
+                Some(listener) => {
+                    // Any notification (or a lost connection) means: look again.
+                    if let Ok(Err(error)) = tokio::time::timeout_at(until, listener.recv()).await {
+                        tracing::debug!(%error, "decision listener failed; polling");
+                    }
+                }
+                None => tokio::time::sleep_until(until).await,
+            }
+            pause = (pause * 2).min(options.max_poll.max(options.min_poll));
+        }
+    }
+
+    /// On PostgreSQL, a listener on the decisions channel (polling alone if it cannot
+    /// connect).
+    async fn decision_listener(&self) -> Option<sqlx::postgres::PgListener> {
+        let crate::Location::Postgres(url) = self.location() else {
+            return None;
+        };
+        let mut listener = match sqlx::postgres::PgListener::connect(url).await {
+            Ok(listener) => listener,
+            Err(error) => {
+                tracing::debug!(%error, "cannot listen for decisions; polling");
+                return None;
+            }
+        };
+        match listener.listen(DECISIONS_CHANNEL).await {
+            Ok(()) => Some(listener),
+            Err(error) => {
+                tracing::debug!(%error, "cannot listen for decisions; polling");
+                None
+            }
+        }
+    }
+}
+
+/// Checks that a call to hold is fresh and self-consistent.
+fn check_held(call: &PendingCall) -> Result<(), HoldError> {
+    if call.status != PendingStatus::Pending
+        || call.decided_by.is_some()
+        || call.decision_reason.is_some()
+        || call.decided_at.is_some()
+    {
+        return Err(HoldError::NotPending(call.id.clone()));
+    }
+    let bad_args = |reason: String| HoldError::BadArgs {
+        id: call.id.clone(),
+        reason,
+    };
+    let parsed = ToolCall::from_model(call.tool.as_str(), &call.args)
+        .map_err(|e| bad_args(e.reason.to_string()))?;
+    if canonical_json(&serde_json::Value::Object(parsed.args().clone())) != call.args {
+        return Err(bad_args("not in canonical form".to_owned()));
+    }
+    if parsed.checksum() != call.checksum {
+        return Err(HoldError::ChecksumMismatch {
+            id: call.id.clone(),
+            computed: parsed.checksum().to_hex(),
+        });
+    }
+    Ok(())
+}
+
+/// A decision or claim, done inside the appender's transaction: the entry it adds to
+/// its tenant's chain (if any) and what its caller is told.
+pub(crate) struct Applied {
+    pub(crate) entry: Option<(Id, Body)>,
+    pub(crate) done: Done,
+}
+
+/// Locks the call's row, checks the transition and makes it. A refused transition
+/// changes nothing (a refused decision only adds its `call_decision_refused` entry).
+pub(crate) async fn apply(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    work: &Work,
+) -> Result<Applied, StoreError> {
+    match work {
+        Work::Decide {
+            call,
+            reviewer,
+            approve,
+            reason,
+        } => decide_in(tx, engine, call, reviewer, *approve, reason).await,
+        Work::Claim { call } => claim_in(tx, engine, call).await,
+        // The appender writes appends itself; it never passes them here.
+        Work::Append { .. } => Ok(Applied {
+            entry: None,
+            done: Done::Appended(Vec::new()),
+        }),
+    }
+}
+
+async fn decide_in(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    id: &Id,
+    reviewer: &Id,
+    approve: bool,
+    reason: &str,
+) -> Result<Applied, StoreError> {
+    let Some(mut call) = select_for_update(tx, engine, id, DECIDE).await? else {
+        return Ok(Applied {
+            entry: None,
+            done: Done::Decided(Err(DecideError::UnknownCall(id.clone()))),
+        });
+    };
+    let refused = if call.status != PendingStatus::Pending {
+        Some(DecideError::AlreadyDecided {
+            id: id.clone(),
+            status: call.status,
+        })
+    } else if call.author == *reviewer {
+        Some(DecideError::AuthorCannotDecide {
+            id: id.clone(),
+            scope: call.scope.clone(),
+            reviewer: reviewer.clone(),
+        })
+    } else {
+        None
+    };
+    if let Some(refusal) = refused {
+        let why = match &refusal {
+            DecideError::AlreadyDecided { status, .. } => format!("already {status}"),
+            _ => "the author cannot decide".to_owned(),
+        };
+        let event = StoreEvent::CallDecisionRefused {
+            call: id,
+            reviewer,
+            approve,
+            refusal: &why,
+        };
+        return Ok(Applied {
+            entry: Some((call.tenant.clone(), Body::of(&event)?)),
+            done: Done::Decided(Err(refusal)),
+        });
+    }
+    call.status = if approve {
+        PendingStatus::Approved
+    } else {
+        PendingStatus::Rejected
+    };
+    call.decided_by = Some(reviewer.clone());
+    call.decision_reason = Some(reason.to_owned());
+    call.decided_at = Some(clock::now());
+    sqlx::query(
+        "UPDATE pending_call SET status = $1, decided_by = $2, decision_reason = $3, \
+         decided_at = $4 WHERE id = $5",
+    )
+    .bind(call.status.as_str())
+    .bind(reviewer.as_str())
+    .bind(reason)
+    .bind(call.decided_at.as_deref())
+    .bind(id.as_str())
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| engine.error(DECIDE, e))?;
+    let event = StoreEvent::CallDecided {
+        call: &call.id,
+        tool: &call.tool,
+        checksum: &call.checksum,
+        scope: &call.scope,
+        author: &call.author,
+        reviewer,
+        decision: call.status,
+        reason,
+    };
+    Ok(Applied {
+        entry: Some((call.tenant.clone(), Body::of(&event)?)),
+        done: Done::Decided(Ok(call)),
+    })
+}
+
+async fn claim_in(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    id: &Id,
+) -> Result<Applied, StoreError> {
+    let refused = |error| {
+        Ok(Applied {
+            entry: None,
+            done: Done::Claimed(Err(error)),
+        })
+    };
+    let Some(mut call) = select_for_update(tx, engine, id, CLAIM).await? else {
+        return refused(ClaimError::UnknownCall(id.clone()));
+    };
+    match call.status {
+        PendingStatus::Approved => {}
+        PendingStatus::Ran => return refused(ClaimError::AlreadyRan(id.clone())),
+        status => {
+            return refused(ClaimError::NotApproved {
+                id: id.clone(),
+                status,
+            });
+        }
+    }
+    sqlx::query("UPDATE pending_call SET status = 'ran' WHERE id = $1")
+        .bind(id.as_str())
+        .execute(&mut **tx)
+        .await
+        .map_err(|e| engine.error(CLAIM, e))?;
+    call.status = PendingStatus::Ran;
+    let event = StoreEvent::CallClaimed {
+        call: &call.id,
+        tool: &call.tool,
+        checksum: &call.checksum,
+    };
+    Ok(Applied {
+        entry: Some((call.tenant.clone(), Body::of(&event)?)),
+        done: Done::Claimed(Ok(call)),
+    })
+}
+
+async fn select_for_update(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    id: &Id,
+    op: &'static str,
+) -> Result<Option<PendingCall>, StoreError> {
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM pending_call WHERE id = $1{}",
+        engine.for_update()
+    )))
+    .bind(id.as_str())
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(|e| engine.error(op, e))?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// Reads a row in [`COLUMNS`] order, refusing anything the store would not write.
+fn from_row(row: &AnyRow) -> Result<PendingCall, StoreError> {
+    let key: String = row.try_get(0).unwrap_or_default();
+    let corrupt = |column: &str, why: &str| StoreError::CorruptRow {
+        table: "pending_call",
+        key: key.clone(),
+        reason: format!("{column}: {why}"),
+    };
+    let text = |i: usize, column: &str| -> Result<String, StoreError> {
+        row.try_get::<String, _>(i)
+            .map_err(|e| corrupt(column, &e.to_string()))
+    };
+    let optional = |i: usize, column: &str| -> Result<Option<String>, StoreError> {
+        row.try_get::<Option<String>, _>(i)
+            .map_err(|e| corrupt(column, &e.to_string()))
+    };
+    let id = |i: usize, column: &str| -> Result<Id, StoreError> {
+        Id::new(text(i, column)?).map_err(|e| corrupt(column, &e.to_string()))
+    };
+    Ok(PendingCall {
+        id: id(0, "id")?,
+        tenant: id(1, "tenant")?,
+        tool: text(2, "tool")?,
+        args: text(3, "args")?,
+        checksum: text(4, "checksum")?
+            .parse()
+            .map_err(|_| corrupt("checksum", "not 64 lowercase hex characters"))?,
+        rule: text(5, "rule")?,
+        reason: text(6, "reason")?,
+        scope: id(7, "scope")?,
+        author: id(8, "author")?,
+        principal_request: optional(9, "principal_request")?,
+        context: optional(10, "context")?,
+        status: text(11, "status")?
+            .parse()
+            .map_err(|e: StatusParseError| corrupt("status", &e.to_string()))?,
+        created_at: text(12, "created_at")?,
+        decided_by: optional(13, "decided_by")?
+            .map(|by| Id::new(by).map_err(|e| corrupt("decided_by", &e.to_string())))
+            .transpose()?,
+        decision_reason: optional(14, "decision_reason")?,
+        decided_at: optional(15, "decided_at")?,
+    })
+}

@@ -1,0 +1,163 @@
+//! The schema: versioned migrations embedded in the crate, applied when a store opens.
+//!
+//! `tooltrust_schema` records each applied version with the SHA-256 of its SQL. Opening
+//! applies what is missing, in one transaction that holds the database's write lock
+//! (SQLite) or an advisory lock (PostgreSQL), so a fleet of processes opening a fresh
+//! database at once applies each migration exactly once. A database whose newest
+//! version is unknown to this build is refused ([`StoreError::SchemaTooNew`]): an
+//! older binary never writes to a newer schema.
+
+use sqlx::{AnyPool, AssertSqlSafe, Row};
+use tooltrust::call::Checksum;
+
+use crate::clock;
+use crate::engine::{Engine, quoted_schema};
+use crate::error::StoreError;
+
+/// One version of the schema, in each engine's SQL.
+pub(crate) struct Migration {
+    pub(crate) version: i64,
+    pub(crate) sqlite: &'static str,
+    pub(crate) postgres: &'static str,
+}
+
+/// Every version, oldest first. Never edit an entry that has shipped: add a new one.
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    sqlite: include_str!("../migrations/sqlite/0001_initial.sql"),
+    postgres: include_str!("../migrations/postgres/0001_initial.sql"),
+}];
+
+/// The newest schema version this build knows.
+pub const SCHEMA_VERSION: i64 = 1;
+
+impl Migration {
+    fn sql(&self, engine: Engine) -> &'static str {
+        match engine {
+            Engine::Sqlite => self.sqlite,
+            Engine::Postgres => self.postgres,
+        }
+    }
+
+    fn checksum(&self, engine: Engine) -> String {
+        Checksum::of(self.sql(engine).as_bytes()).to_hex()
+    }
+}
+
+/// The advisory lock key that serialises migrations on PostgreSQL ("tooltrust" in
+/// ASCII): any 64-bit constant no other application uses would do.
+const MIGRATION_LOCK: i64 = 0x746f_6f6c_7472_7573;
+
+/// Brings the database's schema up to [`SCHEMA_VERSION`], or refuses a newer or
+/// altered one.
+pub(crate) async fn migrate(
+    pool: &AnyPool,
+    engine: Engine,
+    postgres_schema: Option<&str>,
+) -> Result<(), StoreError> {
+    const OP: &str = "apply the schema";
+    let error = |e| engine.error(OP, e);
+    let mut tx = engine.begin_write(pool, OP).await?;
+    if engine == Engine::Postgres {
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(MIGRATION_LOCK)
+            .execute(&mut *tx)
+            .await
+            .map_err(error)?;
+        if let Some(schema) = postgres_schema {
+            let create = format!("CREATE SCHEMA IF NOT EXISTS {}", quoted_schema(schema)?);
+            sqlx::query(AssertSqlSafe(create))
+                .execute(&mut *tx)
+                .await
+                .map_err(error)?;
+        }
+    }
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS tooltrust_schema (
+            version BIGINT PRIMARY KEY,
+            checksum TEXT NOT NULL,
+            applied_at TEXT NOT NULL
+        )",
+    )
+    .execute(&mut *tx)
+    .await
+    .map_err(error)?;
+    let applied = sqlx::query("SELECT version, checksum FROM tooltrust_schema ORDER BY version")
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(error)?;
+    let mut newest = 0;
+    for row in &applied {
+        let version: i64 = row.try_get(0).map_err(error)?;
+        let recorded: String = row.try_get(1).map_err(error)?;
+        newest = newest.max(version);
+        let Some(migration) = MIGRATIONS.iter().find(|m| m.version == version) else {
+            continue;
+        };
+        let expected = migration.checksum(engine);
+        if recorded != expected {
+            return Err(StoreError::SchemaAltered {
+                version,
+                recorded,
+                expected,
+            });
+        }
+    }
+    if newest > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found: newest,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for migration in MIGRATIONS.iter().filter(|m| m.version > newest) {
+        sqlx::raw_sql(migration.sql(engine))
+            .execute(&mut *tx)
+            .await
+            .map_err(error)?;
+        sqlx::query(
+            "INSERT INTO tooltrust_schema (version, checksum, applied_at) VALUES ($1, $2, $3)",
+        )
+        .bind(migration.version)
+        .bind(migration.checksum(engine))
+        .bind(clock::now())
+        .execute(&mut *tx)
+        .await
+        .map_err(error)?;
+    }
+    engine.commit(tx, OP).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_rise_one_by_one_to_the_newest() {
+        for (i, migration) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(migration.version, i as i64 + 1);
+        }
+        assert_eq!(MIGRATIONS.last().map(|m| m.version), Some(SCHEMA_VERSION));
+    }
+
+    #[test]
+    fn both_engines_create_the_same_tables_and_indexes() {
+        let names = |sql: &str| -> Vec<String> {
+            sql.split_whitespace()
+                .collect::<Vec<_>>()
+                .windows(3)
+                .filter(|w| w[0] == "CREATE" && (w[1] == "TABLE" || w[1] == "INDEX"))
+                .map(|w| format!("{} {}", w[1], w[2]))
+                .collect()
+        };
+        for migration in MIGRATIONS {
+            let sqlite = names(migration.sqlite);
+            assert!(!sqlite.is_empty());
+            assert_eq!(
+                sqlite,
+                names(migration.postgres),
+                "version {}",
+                migration.version
+            );
+        }
+    }
+}

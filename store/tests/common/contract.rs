@@ -1,0 +1,853 @@
+//! The behaviour both engines must show, each case a function over a fresh [`TestDb`];
+//! `tests/sqlite.rs` and `tests/postgres.rs` run every one.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sqlx::Row;
+use tooltrust::audit::{Body, GENESIS, Head, VerifyErrorKind};
+use tooltrust::event::{Event, Recorder};
+use tooltrust_store::{
+    ChainError, ClaimError, ConversationError, DecideError, HoldError, ListFilter, PendingStatus,
+    SealedCopy, Store, StoreError, StoreRecorder, WaitError, WaitOptions,
+};
+
+use super::{TestDb, held, id, numbered};
+
+/// The lines of a tenant's chain, in seq order, read with a plain connection.
+pub async fn chain_lines(db: &TestDb, tenant: &str) -> Vec<String> {
+    let pool = db.raw().await;
+    let rows = sqlx::query("SELECT line FROM chain_entry WHERE tenant = $1 ORDER BY seq")
+        .bind(tenant)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    rows.iter().map(|row| row.get::<String, _>(0)).collect()
+}
+
+/// The entries of a tenant's chain as JSON objects.
+pub async fn chain_entries(db: &TestDb, tenant: &str) -> Vec<Value> {
+    chain_lines(db, tenant)
+        .await
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// Holds a call to `send_email` with `args`, made by scope `support` of author `ann`.
+async fn hold(store: &Store, args: &str) -> tooltrust_store::PendingCall {
+    store
+        .hold(&held("send_email", args, "default", "support", "ann"))
+        .await
+        .unwrap()
+}
+
+pub async fn hold_list_get(db: &TestDb) {
+    let store = db.open().await;
+    let first = hold(&store, r#"{"to":"eve@evil.example","body":"hi"}"#).await;
+    let second = store
+        .hold(&held(
+            "wire_money",
+            r#"{"amount": 1e3, "to": "eve"}"#,
+            "default",
+            "billing",
+            "bob",
+        ))
+        .await
+        .unwrap();
+    let third = store
+        .hold(&held(
+            "send_email",
+            r#"{"to":"carl"}"#,
+            "acme",
+            "support",
+            "ann",
+        ))
+        .await
+        .unwrap();
+    // Stored as given, the arguments canonical, the time set by the store.
+    assert_eq!(second.args, r#"{"amount":1000,"to":"eve"}"#);
+    assert_eq!(second.status, PendingStatus::Pending);
+    assert!(first.created_at <= second.created_at && second.created_at <= third.created_at);
+    assert_eq!(store.get(&first.id).await.unwrap(), Some(first.clone()));
+    assert_eq!(store.get(&id("nope")).await.unwrap(), None);
+
+    let ids = |calls: Vec<tooltrust_store::PendingCall>| {
+        calls.into_iter().map(|c| c.id).collect::<Vec<_>>()
+    };
+    let all = store.list(&ListFilter::default()).await.unwrap();
+    assert_eq!(
+        ids(all),
+        [third.id.clone(), second.id.clone(), first.id.clone()]
+    );
+    let filter = ListFilter {
+        tool: Some("send_email".to_owned()),
+        ..ListFilter::default()
+    };
+    assert_eq!(
+        ids(store.list(&filter).await.unwrap()),
+        [third.id.clone(), first.id.clone()]
+    );
+    let filter = ListFilter {
+        tenant: Some(id("default")),
+        scope: Some(id("support")),
+        ..ListFilter::default()
+    };
+    assert_eq!(
+        ids(store.list(&filter).await.unwrap()),
+        std::slice::from_ref(&first.id)
+    );
+    let filter = ListFilter {
+        limit: Some(1),
+        ..ListFilter::default()
+    };
+    assert_eq!(
+        ids(store.list(&filter).await.unwrap()),
+        std::slice::from_ref(&third.id)
+    );
+    let filter = ListFilter {
+        status: Some(PendingStatus::Approved),
+        ..ListFilter::default()
+    };
+    assert!(store.list(&filter).await.unwrap().is_empty());
+
+    // What cannot be held.
+    assert!(matches!(store.hold(&first).await, Err(HoldError::Duplicate(d)) if d == first.id));
+    let mut decided = held("send_email", "{}", "default", "s", "a");
+    decided.status = PendingStatus::Approved;
+    assert!(matches!(
+        store.hold(&decided).await,
+        Err(HoldError::NotPending(_))
+    ));
+    let mut spaced = held("send_email", r#"{"to":"x"}"#, "default", "s", "a");
+    spaced.args = r#"{"to": "x"}"#.to_owned();
+    assert!(matches!(
+        store.hold(&spaced).await,
+        Err(HoldError::BadArgs { .. })
+    ));
+    let mut array = held("send_email", "{}", "default", "s", "a");
+    array.args = "[]".to_owned();
+    assert!(matches!(
+        store.hold(&array).await,
+        Err(HoldError::BadArgs { .. })
+    ));
+    let mut forged = held("send_email", r#"{"to":"x"}"#, "default", "s", "a");
+    forged.args = r#"{"to":"eve"}"#.to_owned();
+    assert!(matches!(
+        store.hold(&forged).await,
+        Err(HoldError::ChecksumMismatch { .. })
+    ));
+    assert_eq!(store.list(&ListFilter::default()).await.unwrap().len(), 3);
+}
+
+pub async fn decisions_follow_the_rules(db: &TestDb) {
+    let store = db.open().await;
+    let call = hold(&store, r#"{"to":"eve"}"#).await;
+    let other = hold(&store, r#"{"to":"bob"}"#).await;
+
+    // The scope's author cannot decide; a decision needs a reason; unknown ids are errors.
+    let refused = store.decide(&call.id, &id("ann"), true, "looks fine").await;
+    assert!(
+        matches!(&refused, Err(DecideError::AuthorCannotDecide { reviewer, .. }) if reviewer.as_str() == "ann"),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        store.decide(&call.id, &id("rita"), true, "  ").await,
+        Err(DecideError::NoReason)
+    ));
+    assert!(matches!(
+        store.decide(&id("unknown"), &id("rita"), true, "ok").await,
+        Err(DecideError::UnknownCall(_))
+    ));
+    assert_eq!(
+        store.get(&call.id).await.unwrap().unwrap().status,
+        PendingStatus::Pending
+    );
+
+    let approved = store
+        .decide(&call.id, &id("rita"), true, "the principal asked for it")
+        .await
+        .unwrap();
+    assert_eq!(approved.status, PendingStatus::Approved);
+    assert_eq!(approved.decided_by, Some(id("rita")));
+    assert_eq!(
+        approved.decision_reason.as_deref(),
+        Some("the principal asked for it")
+    );
+    assert_eq!(store.get(&call.id).await.unwrap(), Some(approved.clone()));
+
+    // A second decision, either way, changes nothing.
+    let again = store.decide(&call.id, &id("sam"), false, "no").await;
+    assert!(
+        matches!(
+            again,
+            Err(DecideError::AlreadyDecided {
+                status: PendingStatus::Approved,
+                ..
+            })
+        ),
+        "{again:?}"
+    );
+    assert_eq!(store.get(&call.id).await.unwrap(), Some(approved));
+
+    let rejected = store
+        .decide(&other.id, &id("sam"), false, "exfiltration")
+        .await
+        .unwrap();
+    assert_eq!(rejected.status, PendingStatus::Rejected);
+
+    // The chain holds the decisions and the refusals, in order, and verifies.
+    let entries = chain_entries(db, "default").await;
+    let kinds: Vec<_> = entries
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "call_decision_refused",
+            "call_decided",
+            "call_decision_refused",
+            "call_decided"
+        ]
+    );
+    assert_eq!(entries[1]["call"], json!(call.id));
+    assert_eq!(entries[1]["checksum"], json!(call.checksum));
+    assert_eq!(entries[1]["reviewer"], json!("rita"));
+    assert_eq!(entries[1]["decision"], json!("approved"));
+    assert_eq!(entries[3]["decision"], json!("rejected"));
+    assert_eq!(entries[0]["refusal"], json!("the author cannot decide"));
+    assert_eq!(entries[2]["refusal"], json!("already approved"));
+    assert_eq!(store.verify_chain(None).await.unwrap().entries, 4);
+}
+
+pub async fn claims_run_a_call_once(db: &TestDb) {
+    let store = db.open().await;
+    let call = hold(&store, r#"{"to":"eve"}"#).await;
+    assert!(matches!(
+        store.claim_to_run(&call.id).await,
+        Err(ClaimError::NotApproved {
+            status: PendingStatus::Pending,
+            ..
+        })
+    ));
+    store
+        .decide(&call.id, &id("rita"), true, "fine")
+        .await
+        .unwrap();
+    let claimed = store.claim_to_run(&call.id).await.unwrap();
+    assert_eq!(claimed.status, PendingStatus::Ran);
+    assert!(matches!(
+        store.claim_to_run(&call.id).await,
+        Err(ClaimError::AlreadyRan(_))
+    ));
+    assert!(matches!(
+        store.claim_to_run(&id("unknown")).await,
+        Err(ClaimError::UnknownCall(_))
+    ));
+    let rejected = hold(&store, r#"{"to":"bob"}"#).await;
+    store
+        .decide(&rejected.id, &id("rita"), false, "no")
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.claim_to_run(&rejected.id).await,
+        Err(ClaimError::NotApproved {
+            status: PendingStatus::Rejected,
+            ..
+        })
+    ));
+    let kinds: Vec<_> = chain_entries(db, "default")
+        .await
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kinds, ["call_decided", "call_claimed", "call_decided"]);
+}
+
+/// Eight deciders (each with a pool of its own, as separate processes would have) race
+/// on every call, then eight claimers do: each call is decided once and runs once.
+pub async fn concurrent_deciders_decide_once(db: &TestDb) {
+    let store = db.open().await;
+    let mut ids = Vec::new();
+    for n in 0..24 {
+        ids.push(store.hold(&numbered(n, "ann")).await.unwrap().id);
+    }
+    let ids = Arc::new(ids);
+    let race = |claim: bool| {
+        let ids = ids.clone();
+        async move {
+            let mut tasks = Vec::new();
+            for worker in 0..8 {
+                let store = Store::open(&db.location, db.options.clone()).await.unwrap();
+                let ids = ids.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut won = Vec::new();
+                    for (i, call) in ids
+                        .iter()
+                        .enumerate()
+                        .cycle()
+                        .skip(worker * 3)
+                        .take(ids.len())
+                    {
+                        let reviewer = id(&format!("reviewer-{worker}"));
+                        let outcome = if claim {
+                            match store.claim_to_run(call).await {
+                                Ok(_) => true,
+                                Err(ClaimError::AlreadyRan(_)) => false,
+                                Err(ClaimError::NotApproved {
+                                    status: PendingStatus::Rejected,
+                                    ..
+                                }) => false,
+                                Err(other) => panic!("claim {i}: {other}"),
+                            }
+                        } else {
+                            match store.decide(call, &reviewer, i % 3 != 0, "race").await {
+                                Ok(_) => true,
+                                Err(DecideError::AlreadyDecided { .. }) => false,
+                                Err(other) => panic!("decide {i}: {other}"),
+                            }
+                        };
+                        if outcome {
+                            won.push(call.clone());
+                        }
+                    }
+                    store.close().await;
+                    won
+                }));
+            }
+            let mut won = Vec::new();
+            for task in tasks {
+                won.extend(task.await.unwrap());
+            }
+            won
+        }
+    };
+    let decided = race(false).await;
+    assert_eq!(decided.len(), ids.len(), "every call decided exactly once");
+    assert_eq!(decided.iter().collect::<HashSet<_>>().len(), ids.len());
+    let claimed = race(true).await;
+    let approved: HashSet<_> = ids
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 3 != 0)
+        .map(|(_, c)| c.clone())
+        .collect();
+    assert_eq!(
+        claimed.len(),
+        approved.len(),
+        "every approved call claimed exactly once"
+    );
+    assert_eq!(claimed.into_iter().collect::<HashSet<_>>(), approved);
+
+    let entries = chain_entries(db, "default").await;
+    let count = |kind: &str| {
+        let mut per_call: BTreeMap<String, usize> = BTreeMap::new();
+        for entry in entries.iter().filter(|e| e["event"] == kind) {
+            *per_call
+                .entry(entry["call"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+        }
+        per_call
+    };
+    assert_eq!(count("call_decided").len(), ids.len());
+    assert!(count("call_decided").values().all(|&n| n == 1));
+    assert_eq!(count("call_claimed").len(), approved.len());
+    assert!(count("call_claimed").values().all(|&n| n == 1));
+    store.verify_chain(None).await.unwrap();
+}
+
+pub async fn waiting_sees_a_decision_from_elsewhere(db: &TestDb) {
+    let store = db.open().await;
+    let call = hold(&store, r#"{"to":"eve"}"#).await;
+    let quick = WaitOptions {
+        timeout: Some(Duration::from_millis(200)),
+        min_poll: Duration::from_millis(10),
+        max_poll: Duration::from_millis(50),
+    };
+    assert!(matches!(
+        store.wait_decision(&call.id, quick).await,
+        Err(WaitError::TimedOut(_))
+    ));
+    assert!(matches!(
+        store.wait_decision(&id("unknown"), quick).await,
+        Err(WaitError::UnknownCall(_))
+    ));
+    // Another handle (another pool) decides while this one waits, with long pauses: on
+    // PostgreSQL the notification ends the pause, on SQLite the first pause is short.
+    let reviewer = Store::open(&db.location, db.options.clone()).await.unwrap();
+    let decider = {
+        let call = call.id.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            reviewer
+                .decide(&call, &id("rita"), true, "ok")
+                .await
+                .unwrap();
+        })
+    };
+    let waiting = WaitOptions {
+        timeout: Some(Duration::from_secs(20)),
+        min_poll: Duration::from_millis(20),
+        max_poll: Duration::from_secs(10),
+    };
+    let decided = store.wait_decision(&call.id, waiting).await.unwrap();
+    decider.await.unwrap();
+    assert_eq!(decided.status, PendingStatus::Approved);
+}
+
+/// The chain's rows are the file log's lines: written to a file, they verify with the
+/// file verifier to the same head.
+pub async fn appends_chain_like_the_file_log(db: &TestDb) {
+    let store = db.open().await;
+    let mut tasks = Vec::new();
+    for writer in 0..32 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut receipts = Vec::new();
+            for n in 0..10 {
+                let event = json!({"event": "tool_ran", "writer": writer, "n": n, "text": "ünïcode \u{2028}"});
+                receipts.push(store.append(&event).await.unwrap());
+            }
+            receipts
+        }));
+    }
+    let mut receipts = Vec::new();
+    for task in tasks {
+        receipts.extend(task.await.unwrap());
+    }
+    let batch = store
+        .append_all(&[json!({"event": "a"}), json!({"event": "b"})])
+        .await
+        .unwrap();
+    assert_eq!(batch[1].seq, batch[0].seq + 1);
+    receipts.extend(batch);
+    receipts.sort_by_key(|r| r.seq);
+    assert_eq!(
+        receipts.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        (1..=322).collect::<Vec<_>>(),
+        "every acknowledged append has its own seq, none missing"
+    );
+    let report = store.verify_chain(None).await.unwrap();
+    assert_eq!(report.entries, 322);
+    assert_eq!(report.head.hash, receipts[321].hash);
+    assert_eq!(store.head().await.unwrap(), report.head);
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("audit.jsonl");
+    let text: String = chain_lines(db, "default")
+        .await
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&file, text).unwrap();
+    let from_file = tooltrust::audit::verify(&file, Some(&report.head)).unwrap();
+    assert_eq!(from_file, report);
+
+    // Events of the wrong shape are refused before anything is written.
+    assert!(matches!(
+        store.append(&json!({"seq": 1})).await,
+        Err(StoreError::Event(_))
+    ));
+    assert!(matches!(
+        store.append(&json!({"event": "x", "hash": "y"})).await,
+        Err(StoreError::Event(_))
+    ));
+    // Tenants have chains of their own.
+    let acme = store.for_tenant(id("acme"));
+    assert_eq!(acme.append(&json!({"event": "x"})).await.unwrap().seq, 1);
+    assert_eq!(acme.verify_chain(None).await.unwrap().entries, 1);
+    assert_eq!(store.verify_chain(None).await.unwrap().entries, 322);
+    // A pinned head the chain still holds verifies; one it does not is named.
+    assert!(
+        store
+            .verify_chain(Some(receipts[99].into_head()))
+            .await
+            .is_ok()
+    );
+    let stranger = Head {
+        seq: 100,
+        hash: GENESIS,
+    };
+    assert!(matches!(
+        store.verify_chain(Some(stranger)).await,
+        Err(ChainError::Invalid(e)) if matches!(e.kind, VerifyErrorKind::HeadMismatch { .. })
+    ));
+    let beyond = Head {
+        seq: 400,
+        hash: GENESIS,
+    };
+    assert!(matches!(
+        store.verify_chain(Some(beyond)).await,
+        Err(ChainError::Invalid(e)) if matches!(e.kind, VerifyErrorKind::Truncated { .. })
+    ));
+}
+
+trait IntoHead {
+    fn into_head(self) -> Head;
+}
+
+impl IntoHead for tooltrust::audit::Receipt {
+    fn into_head(self) -> Head {
+        Head {
+            seq: self.seq,
+            hash: self.hash,
+        }
+    }
+}
+
+/// The recorder commits from plain threads and from inside async code alike.
+pub async fn the_recorder_records_from_any_context(db: &TestDb) {
+    let (location, options) = (db.location.clone(), db.options.clone());
+    let recorder = tokio::task::spawn_blocking(move || StoreRecorder::open(location, options))
+        .await
+        .unwrap()
+        .unwrap();
+    let recorder = Arc::new(recorder);
+    let event = |n: usize| Event::TaintAssigned {
+        scope: id("support"),
+        block: id(&format!("b{n}")),
+        source: "tool:fetch_page".to_owned(),
+    };
+    // From synchronous threads, concurrently.
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let recorder = recorder.clone();
+            std::thread::spawn(move || {
+                for n in 0..5 {
+                    recorder.record(&event(t * 10 + n)).unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    // From inside a current-thread runtime (this test's own runtime may be either).
+    let inner = recorder.clone();
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(async { inner.record(&event(99)).unwrap() })
+    })
+    .join()
+    .unwrap();
+    let batch = recorder.append_all(&[event(100), event(101)]).unwrap();
+    assert_eq!(batch.len(), 2);
+    drop(recorder);
+    let store = db.open().await;
+    assert_eq!(store.verify_chain(None).await.unwrap().entries, 43);
+    let entries = chain_entries(db, "default").await;
+    assert!(entries.iter().all(|e| e["event"] == "taint_assigned"));
+    assert_eq!(entries.iter().filter(|e| e["block"] == "b99").count(), 1);
+}
+
+/// Damage to the chain's rows is found by verification and refused by appends.
+pub async fn damaged_chains_are_found(db: &TestDb) {
+    let store = db.open().await;
+    for n in 0..6 {
+        store.append(&json!({"event": "e", "n": n})).await.unwrap();
+    }
+    let lines = chain_lines(db, "default").await;
+    let first_bad = |result: Result<_, ChainError>| match result {
+        Err(ChainError::Invalid(error)) => (error.seq, error.kind),
+        other => panic!("expected a bad entry, got {other:?}"),
+    };
+    let set_line = |seq: u64, line: &str| {
+        format!(
+            "UPDATE chain_entry SET line = '{}' WHERE tenant = 'default' AND seq = {seq}",
+            line.replace('\'', "''")
+        )
+    };
+
+    // One byte of an entry edited.
+    db.tamper(&set_line(3, &lines[2].replace("\"n\":2", "\"n\":7")))
+        .await;
+    let (seq, kind) = first_bad(store.verify_chain(None).await);
+    assert_eq!(seq, 3);
+    assert!(
+        matches!(kind, VerifyErrorKind::HashMismatch { .. }),
+        "{kind:?}"
+    );
+    db.tamper(&set_line(3, &lines[2])).await;
+    assert_eq!(store.verify_chain(None).await.unwrap().entries, 6);
+
+    // An entry re-sealed, validly, after the wrong previous entry (a swapped prev).
+    let entry: Value = serde_json::from_str(&lines[3]).unwrap();
+    let before_last: Value = serde_json::from_str(&lines[1]).unwrap();
+    let wrong_prev: tooltrust::call::Checksum =
+        before_last["hash"].as_str().unwrap().parse().unwrap();
+    let (forged, _) = Body::of(&json!({"event": "e", "n": 3}))
+        .unwrap()
+        .seal(4, entry["ts"].as_str().unwrap().to_owned(), &wrong_prev)
+        .unwrap();
+    db.tamper(&set_line(
+        4,
+        std::str::from_utf8(&forged[..forged.len() - 1]).unwrap(),
+    ))
+    .await;
+    let (seq, kind) = first_bad(store.verify_chain(None).await);
+    assert_eq!(seq, 4);
+    assert!(
+        matches!(kind, VerifyErrorKind::ChainBroken { .. }),
+        "{kind:?}"
+    );
+    db.tamper(&set_line(4, &lines[3])).await;
+
+    // A middle entry deleted.
+    db.tamper("DELETE FROM chain_entry WHERE tenant = 'default' AND seq = 2")
+        .await;
+    let (seq, kind) = first_bad(store.verify_chain(None).await);
+    assert_eq!(seq, 2);
+    assert!(
+        matches!(kind, VerifyErrorKind::SeqMismatch { found: 3, .. }),
+        "{kind:?}"
+    );
+    db.tamper(&format!(
+        "INSERT INTO chain_entry (tenant, seq, line) VALUES ('default', 2, '{}')",
+        lines[1].replace('\'', "''")
+    ))
+    .await;
+
+    // The last entry deleted: the chain is short of its head row, and appends refuse
+    // to continue it.
+    db.tamper("DELETE FROM chain_entry WHERE tenant = 'default' AND seq = 6")
+        .await;
+    let (seq, kind) = first_bad(store.verify_chain(None).await);
+    assert_eq!(seq, 6);
+    assert!(
+        matches!(
+            kind,
+            VerifyErrorKind::Truncated {
+                last: 5,
+                head_seq: 6
+            }
+        ),
+        "{kind:?}"
+    );
+    let refused = store.append(&json!({"event": "after"})).await;
+    assert!(
+        matches!(refused, Err(StoreError::ChainDamaged { seq: 6, .. })),
+        "{refused:?}"
+    );
+    db.tamper(&format!(
+        "INSERT INTO chain_entry (tenant, seq, line) VALUES ('default', 6, '{}')",
+        lines[5].replace('\'', "''")
+    ))
+    .await;
+
+    // The head row set back, or deleted.
+    db.tamper("UPDATE chain_head SET seq = 5 WHERE tenant = 'default'")
+        .await;
+    assert!(matches!(
+        store.verify_chain(None).await,
+        Err(ChainError::Invalid(e)) if matches!(e.kind, VerifyErrorKind::HeadMismatch { .. })
+    ));
+    assert!(matches!(
+        store.append(&json!({"event": "after"})).await,
+        Err(StoreError::ChainDamaged { .. })
+    ));
+    let head = serde_json::from_str::<Value>(&lines[4]).unwrap()["hash"].clone();
+    db.tamper(&format!(
+        "UPDATE chain_head SET hash = '{}' WHERE tenant = 'default'",
+        head.as_str().unwrap()
+    ))
+    .await;
+    assert!(matches!(
+        store.verify_chain(None).await,
+        Err(ChainError::PastHead {
+            head: 5,
+            last: 6,
+            ..
+        })
+    ));
+    db.tamper("DELETE FROM chain_head WHERE tenant = 'default'")
+        .await;
+    assert!(matches!(
+        store.verify_chain(None).await,
+        Err(ChainError::HeadMissing(_))
+    ));
+    assert!(matches!(
+        store.append(&json!({"event": "after"})).await,
+        Err(StoreError::ChainDamaged { .. })
+    ));
+    assert_eq!(
+        chain_lines(db, "default").await,
+        lines,
+        "nothing was lost or added"
+    );
+}
+
+/// A pending row edited into something the store never writes is refused on reading.
+pub async fn damaged_calls_are_refused(db: &TestDb) {
+    let store = db.open().await;
+    let call = hold(&store, r#"{"to":"eve"}"#).await;
+    db.tamper(&format!(
+        "UPDATE pending_call SET author = 'a b' WHERE id = '{}'",
+        call.id
+    ))
+    .await;
+    assert!(matches!(
+        store.get(&call.id).await,
+        Err(StoreError::CorruptRow { .. })
+    ));
+    assert!(matches!(
+        store.decide(&call.id, &id("rita"), true, "ok").await,
+        Err(DecideError::Store(StoreError::CorruptRow { .. }))
+    ));
+    // The schema's own check keeps statuses to the four the store knows.
+    let pool = db.raw().await;
+    let edited = sqlx::query("UPDATE pending_call SET status = 'maybe' WHERE id = $1")
+        .bind(call.id.as_str())
+        .execute(&pool)
+        .await;
+    assert!(edited.is_err());
+    pool.close().await;
+}
+
+pub async fn quarantine_and_conversations_round_trip(db: &TestDb) {
+    let store = db.open().await;
+    let copy = SealedCopy {
+        key: id("out-1"),
+        reader: id("judge"),
+        target: id("child"),
+        sealed: (0..=255u8).chain(0..=255).collect(),
+    };
+    store.put_sealed(&copy).await.unwrap();
+    assert_eq!(
+        store.get_sealed(&copy.key, &copy.reader).await.unwrap(),
+        Some(copy.clone())
+    );
+    let rewrapped = SealedCopy {
+        sealed: vec![7; 80],
+        ..copy.clone()
+    };
+    store.put_sealed(&rewrapped).await.unwrap();
+    assert_eq!(
+        store.get_sealed(&copy.key, &copy.reader).await.unwrap(),
+        Some(rewrapped)
+    );
+    assert_eq!(
+        store.list_sealed().await.unwrap(),
+        [(id("out-1"), id("judge"))]
+    );
+    let acme = store.for_tenant(id("acme"));
+    assert_eq!(
+        acme.get_sealed(&copy.key, &copy.reader).await.unwrap(),
+        None
+    );
+
+    let conversation = id("conv-1");
+    let body = json!({"version": 1, "messages": [{"role": "user", "content": "héllo", "n": 0.1}]});
+    assert_eq!(store.load_conversation(&conversation).await.unwrap(), None);
+    assert_eq!(
+        store
+            .save_conversation_if(&conversation, &body, 0)
+            .await
+            .unwrap(),
+        1
+    );
+    let loaded = store
+        .load_conversation(&conversation)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((loaded.revision, &loaded.body), (1, &body));
+    let conflict = store
+        .save_conversation_if(&conversation, &json!({}), 0)
+        .await;
+    assert!(matches!(
+        conflict,
+        Err(ConversationError::RevisionConflict {
+            expected: 0,
+            found: 1,
+            ..
+        })
+    ));
+    assert_eq!(
+        store
+            .save_conversation(&conversation, &json!({"v": 2}))
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        store
+            .save_conversation_if(&conversation, &json!({"v": 3}), 2)
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(
+        store
+            .load_conversation(&conversation)
+            .await
+            .unwrap()
+            .unwrap()
+            .body,
+        json!({"v": 3})
+    );
+    assert_eq!(acme.load_conversation(&conversation).await.unwrap(), None);
+
+    // Two first saves at once: one wins, the other is told.
+    let other = id("conv-2");
+    let second = Store::open(&db.location, db.options.clone()).await.unwrap();
+    let (first_body, second_body) = (json!("a"), json!("b"));
+    let (a, b) = tokio::join!(
+        store.save_conversation_if(&other, &first_body, 0),
+        second.save_conversation_if(&other, &second_body, 0)
+    );
+    assert!(a.is_ok() != b.is_ok(), "{a:?} {b:?}");
+}
+
+/// A newer schema is refused by this build; an altered one too.
+pub async fn schemas_from_the_future_are_refused(db: &TestDb) {
+    db.open().await.close().await;
+    db.tamper("INSERT INTO tooltrust_schema (version, checksum, applied_at) VALUES (99, 'x', 'y')")
+        .await;
+    let opened = Store::open(&db.location, db.options.clone()).await;
+    assert!(
+        matches!(
+            opened,
+            Err(StoreError::SchemaTooNew {
+                found: 99,
+                supported: 1
+            })
+        ),
+        "{opened:?}"
+    );
+    db.tamper("DELETE FROM tooltrust_schema WHERE version = 99")
+        .await;
+    db.tamper("UPDATE tooltrust_schema SET checksum = 'edited' WHERE version = 1")
+        .await;
+    let opened = Store::open(&db.location, db.options.clone()).await;
+    assert!(
+        matches!(opened, Err(StoreError::SchemaAltered { version: 1, .. })),
+        "{opened:?}"
+    );
+}
+
+/// Many handles opening a fresh database at once apply the schema once.
+pub async fn concurrent_opens_migrate_once(db: &TestDb) {
+    let opens: Vec<_> = (0..6)
+        .map(|_| {
+            let (location, options) = (db.location.clone(), db.options.clone());
+            tokio::spawn(async move { Store::open(&location, options).await })
+        })
+        .collect();
+    for open in opens {
+        open.await.unwrap().unwrap().close().await;
+    }
+    let pool = db.raw().await;
+    let versions: i64 = sqlx::query("SELECT count(*) FROM tooltrust_schema")
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(versions, 1);
+    pool.close().await;
+}

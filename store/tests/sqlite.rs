@@ -1,0 +1,103 @@
+//! The store on SQLite: a real file in a temporary directory, for every case of the
+//! contract, and the faults only an embedded file has.
+
+mod common;
+
+use serde_json::json;
+use tooltrust_store::{Store, StoreError, StoreOptions};
+
+use common::TestDb;
+
+common::contract_tests!(Some(TestDb::sqlite()));
+
+/// A full disk, made real by SQLite's own page limit (`max_page_count`): SQLite fails
+/// the write with SQLITE_FULL exactly as when the disk is full. Every append acknowledged
+/// before is kept, the failed ones left nothing, and once there is room again the
+/// chain continues and verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_loses_nothing_acknowledged() {
+    let db = TestDb::sqlite();
+    db.open().await.close().await;
+    let pages = {
+        let pool = db.raw().await;
+        let row = sqlx::query("PRAGMA page_count")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        sqlx::Row::get::<i64, _>(&row, 0) as u32
+    };
+    let capped = Store::open(
+        &db.location,
+        StoreOptions {
+            sqlite_max_pages: Some(pages + 8),
+            ..db.options.clone()
+        },
+    )
+    .await
+    .unwrap();
+    let call = capped
+        .hold(&common::held(
+            "send_email",
+            "{}",
+            "default",
+            "support",
+            "ann",
+        ))
+        .await
+        .unwrap();
+    // Large entries until the file is full, then small ones until no page has room.
+    let mut acknowledged = Vec::new();
+    for padding in ["x".repeat(900), String::new()] {
+        let full = loop {
+            let event = json!({"event": "filler", "pad": padding, "n": acknowledged.len()});
+            match capped.append(&event).await {
+                Ok(receipt) => acknowledged.push(receipt),
+                Err(error) => break error,
+            }
+            assert!(acknowledged.len() < 10_000, "the cap never filled");
+        };
+        assert!(matches!(full, StoreError::Full { .. }), "{full:?}");
+    }
+    // A decision that cannot be recorded is not taken.
+    let refused = capped
+        .decide(&call.id, &common::id("rita"), true, &"because ".repeat(200))
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(tooltrust_store::DecideError::Store(StoreError::Full { .. }))
+        ),
+        "{refused:?}"
+    );
+    let still = capped.get(&call.id).await.unwrap().unwrap();
+    assert_eq!(still.status, tooltrust_store::PendingStatus::Pending);
+    let report = capped.verify_chain(None).await.unwrap();
+    assert_eq!(report.entries, acknowledged.len() as u64);
+    assert_eq!(report.head.hash, acknowledged.last().unwrap().hash);
+    capped.close().await;
+
+    // Room again: the chain goes on from the last acknowledged entry.
+    let store = db.open().await;
+    let next = store.append(&json!({"event": "after"})).await.unwrap();
+    assert_eq!(next.seq, acknowledged.len() as u64 + 1);
+    assert_eq!(store.verify_chain(None).await.unwrap().entries, next.seq);
+}
+
+/// Read-only tools open with `create: false`: a mistyped path is an error, not a new
+/// empty store.
+#[tokio::test]
+async fn a_missing_file_is_not_created_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo.db");
+    let opened = Store::open(
+        &tooltrust_store::Location::Sqlite(path.clone()),
+        StoreOptions {
+            create: false,
+            ..StoreOptions::default()
+        },
+    )
+    .await;
+    assert!(matches!(opened, Err(StoreError::NotFound(p)) if p == path));
+    assert!(!path.exists());
+}
