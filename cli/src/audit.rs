@@ -8,7 +8,8 @@ use clap::Subcommand;
 use serde_json::Value;
 use tooltrust::Id;
 use tooltrust::audit::{
-    Entry, EntryReader, Head, HeadError, VerifyError, VerifyErrorKind, VerifyReport, verify,
+    Entry, EntryReader, HEAD_FILE, Head, HeadError, LOG_FILE, VerifyError, VerifyErrorKind,
+    VerifyReport, verify,
 };
 use tooltrust_store::{ChainError, Location, STORE_ENV};
 
@@ -20,7 +21,8 @@ pub enum AuditCommand {
     /// chain in a store (--sqlite FILE, --postgres URL, or TOOLTRUST_STORE).
     ///
     /// Every entry must be canonical, hashed and chained, a store's chain must end at
-    /// its head row, and, with --head, the log must still hold the pinned head. Prints
+    /// its head row, a log file must still hold the head file the log keeps beside it
+    /// (`audit.head`, when there is one) and, with --head, the pinned head too. Prints
     /// `ok: N entries, head <hash>` (exit status 0), or the first bad seq and why (exit
     /// status 1).
     Verify {
@@ -36,7 +38,8 @@ pub enum AuditCommand {
         #[arg(long, value_parser = parse_id, default_value = "default")]
         tenant: Id,
     },
-    /// Prints an audit log's entries for a human, then whether it verifies.
+    /// Prints an audit log's entries for a human, then whether it verifies (against
+    /// the head file beside it, when there is one).
     ///
     /// Exit status 1 if it does not verify. Text from the log is escaped, so it cannot
     /// drive the terminal.
@@ -64,7 +67,7 @@ pub enum Error {
         /// The log.
         path: PathBuf,
         /// What failed.
-        source: io::Error,
+        source: std::sync::Arc<io::Error>,
     },
     /// The output cannot be written.
     #[error("cannot write the output: {0}")]
@@ -82,16 +85,40 @@ pub fn run(command: AuditCommand, out: &mut impl Write) -> Result<bool, Error> {
         } => {
             let head = head.map(Head::read).transpose()?;
             match (file, store.location()?) {
-                (Some(file), _) => {
-                    let result = verify(&file, head.as_ref());
-                    report(&file, result, out)
-                }
+                (Some(file), _) => verify_file(&file, head, out),
                 (None, Some(location)) => verify_store(&location, tenant, head, out),
                 (None, None) => Err(Error::NothingToVerify),
             }
         }
         AuditCommand::Show { file } => show(&file, out),
     }
+}
+
+/// The head file an [`AuditLog`](tooltrust::AuditLog) keeps beside its log, if `file`
+/// is such a log and the head is there.
+fn head_beside(file: &Path) -> Result<Option<Head>, Error> {
+    if file.file_name() != Some(LOG_FILE.as_ref()) {
+        return Ok(None);
+    }
+    let path = file.with_file_name(HEAD_FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    Ok(Some(Head::read(path)?))
+}
+
+/// Verifies against the pinned head and the one beside the log: the pinned head proves
+/// the log was not rewritten since it was taken, the one beside it that no entry was
+/// cut off the end since the last append.
+fn verify_file(file: &Path, pinned: Option<Head>, out: &mut impl Write) -> Result<bool, Error> {
+    let beside = head_beside(file)?;
+    let mut result = verify(file, pinned.as_ref());
+    if let (Ok(_), Some(beside)) = (&result, beside)
+        && pinned != Some(beside)
+    {
+        result = verify(file, Some(&beside));
+    }
+    report(file, result, out)
 }
 
 fn verify_store(
@@ -136,11 +163,11 @@ fn report(
     match result {
         Ok(report) => print_ok(&report, out),
         Err(VerifyError {
-            kind: VerifyErrorKind::Io(message),
+            kind: VerifyErrorKind::Io(source),
             ..
         }) => Err(Error::Read {
             path: file.to_path_buf(),
-            source: io::Error::other(message),
+            source,
         }),
         Err(error) => print_failure(&error, out),
     }
@@ -149,9 +176,9 @@ fn report(
 fn show(file: &Path, out: &mut impl Write) -> Result<bool, Error> {
     let log = File::open(file).map_err(|source| Error::Read {
         path: file.to_path_buf(),
-        source,
+        source: std::sync::Arc::new(source),
     })?;
-    let mut reader = EntryReader::new(BufReader::new(log), None);
+    let mut reader = EntryReader::new(BufReader::new(log), head_beside(file)?);
     let mut failure = None;
     for entry in &mut reader {
         match entry {

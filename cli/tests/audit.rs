@@ -71,20 +71,35 @@ fn verify_names_the_first_bad_seq() {
 }
 
 #[test]
-fn verify_detects_truncation_only_against_a_pinned_head() {
+fn verify_detects_truncation_against_the_head_beside_the_log_or_a_pinned_one() {
     let dir = tempfile::tempdir().unwrap();
     make_log(dir.path());
     let file = dir.path().join(LOG_FILE);
+    let beside = dir.path().join(HEAD_FILE);
     let pinned = dir.path().join("pinned.head");
-    std::fs::copy(dir.path().join(HEAD_FILE), &pinned).unwrap();
+    std::fs::copy(&beside, &pinned).unwrap();
     let text = std::fs::read_to_string(&file).unwrap();
     let two_lines: String = text.split_inclusive('\n').take(2).collect();
     std::fs::write(&file, two_lines).unwrap();
 
+    // The head the log keeps beside it catches the cut without any flag.
+    let alone = tooltrust(&["audit".as_ref(), "verify".as_ref(), &file]);
+    assert_eq!(alone.status.code(), Some(1));
+    assert!(
+        stdout(&alone).starts_with("FAILED: first bad seq 3: truncated"),
+        "{}",
+        stdout(&alone)
+    );
+    let shown = tooltrust(&["audit".as_ref(), "show".as_ref(), &file]);
+    assert_eq!(shown.status.code(), Some(1));
+    assert!(stdout(&shown).contains("FAILED: first bad seq 3: truncated"));
+
+    // An attacker who also removes the head file leaves a valid shorter log: only a
+    // head pinned elsewhere still catches it.
+    std::fs::remove_file(&beside).unwrap();
     let alone = tooltrust(&["audit".as_ref(), "verify".as_ref(), &file]);
     assert!(alone.status.success());
     assert!(stdout(&alone).starts_with("ok: 2 entries"));
-
     let pinned = tooltrust(&[
         "audit".as_ref(),
         "verify".as_ref(),
@@ -98,6 +113,33 @@ fn verify_detects_truncation_only_against_a_pinned_head() {
         "{}",
         stdout(&pinned)
     );
+}
+
+#[test]
+fn verify_checks_both_the_pinned_head_and_the_one_beside_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path()).unwrap();
+    log.append(&json!({"event": "call_allowed", "tool": "fetch_page"}))
+        .unwrap();
+    let early = dir.path().join("early.head");
+    std::fs::copy(dir.path().join(HEAD_FILE), &early).unwrap();
+    log.append(&json!({"event": "call_denied", "tool": "send_email"}))
+        .unwrap();
+    log.close().unwrap();
+    let file = dir.path().join(LOG_FILE);
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.split_inclusive('\n').next().unwrap()).unwrap();
+
+    // The early pinned head still holds; the head beside the log does not.
+    let output = tooltrust(&[
+        "audit".as_ref(),
+        "verify".as_ref(),
+        &file,
+        "--head".as_ref(),
+        &early,
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(stdout(&output).starts_with("FAILED: first bad seq 2: truncated"));
 }
 
 #[test]

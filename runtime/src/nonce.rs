@@ -123,6 +123,16 @@ impl fmt::Debug for SessionKey {
 mod tests {
     use super::*;
 
+    /// The keyed MAC state (SHA-256 states that absorbed the key's inner and outer
+    /// pads) is as secret as the key: it must be wiped with it, not left in freed
+    /// memory. `Hmac` holds two of these states; sha2's `zeroize` feature wipes them.
+    #[test]
+    fn the_keyed_mac_state_is_wiped_on_drop() {
+        fn wiped_on_drop<T: zeroize::ZeroizeOnDrop>() {}
+        wiped_on_drop::<<Sha256 as hmac::digest::block_api::CoreProxy>::Core>();
+        wiped_on_drop::<Zeroizing<[u8; 32]>>();
+    }
+
     #[test]
     fn nonces_are_stable_and_separated() {
         let key = SessionKey::from_bytes([7; 32]);

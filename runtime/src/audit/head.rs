@@ -1,7 +1,9 @@
 //! The head of a log: its last sequence number and hash, which pins everything before it.
 
 use std::fmt;
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -31,11 +33,18 @@ pub struct Head {
 }
 
 /// Why a text is not a head record.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum HeadError {
     /// The head file cannot be read.
-    #[error("cannot read the head file: {0}")]
-    Io(String),
+    #[error("cannot read the head file {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: Arc<io::Error>,
+    },
     /// The text is not a head record.
     #[error("not a head record ({0}); expected {{\"hash\":\"<64 hex>\",\"seq\":N}}")]
     Malformed(String),
@@ -81,8 +90,11 @@ impl Head {
 
     /// Reads a head record from a file (for example one a host pinned elsewhere).
     pub fn read(path: impl AsRef<Path>) -> Result<Head, HeadError> {
-        let text = std::fs::read_to_string(path.as_ref())
-            .map_err(|e| HeadError::Io(format!("{}: {e}", path.as_ref().display())))?;
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| HeadError::Io {
+            path: path.to_path_buf(),
+            source: Arc::new(source),
+        })?;
         Head::parse(&text)
     }
 }
@@ -105,8 +117,8 @@ mod tests {
         };
         let text = head.to_json();
         assert_eq!(text, format!("{{\"hash\":\"{}\",\"seq\":42}}\n", head.hash));
-        assert_eq!(Head::parse(&text), Ok(head));
-        assert_eq!(Head::parse(&format!("  {text}\n\n")), Ok(head));
+        assert_eq!(Head::parse(&text).ok(), Some(head));
+        assert_eq!(Head::parse(&format!("  {text}\n\n")).ok(), Some(head));
         let hash = head.hash;
         for bad in [
             String::new(),

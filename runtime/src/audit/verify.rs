@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
+use std::sync::Arc;
 
 use super::entry::{Entry, GENESIS, LineFault, MAX_LINE_BYTES, read_line};
 use super::head::Head;
@@ -19,7 +20,7 @@ pub struct VerifyReport {
 }
 
 /// Where and why a log failed verification.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("seq {seq}: {kind}")]
 pub struct VerifyError {
     /// The first bad sequence number: the position (counting entries from 1) where the
@@ -30,11 +31,12 @@ pub struct VerifyError {
 }
 
 /// What failed. Offsets are byte offsets of the start of the line in the file.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum VerifyErrorKind {
     /// The file could not be read.
     #[error("cannot read the log: {0}")]
-    Io(String),
+    Io(#[source] Arc<std::io::Error>),
     /// A line is longer than any entry the log writes.
     #[error("the line at byte {offset} is longer than {max} bytes")]
     LineTooLong {
@@ -137,7 +139,7 @@ pub enum VerifyErrorKind {
 pub fn verify(path: &Path, head: Option<&Head>) -> Result<VerifyReport, VerifyError> {
     let file = File::open(path).map_err(|error| VerifyError {
         seq: 1,
-        kind: VerifyErrorKind::Io(format!("{}: {error}", path.display())),
+        kind: VerifyErrorKind::Io(Arc::new(error)),
     })?;
     let mut reader = EntryReader::new(BufReader::with_capacity(1 << 16, file), head.copied());
     for entry in &mut reader {
@@ -257,7 +259,7 @@ impl<R: BufRead> Iterator for EntryReader<R> {
             .take(limit)
             .read_until(b'\n', &mut self.line)
         {
-            return self.fail(VerifyErrorKind::Io(error.to_string()));
+            return self.fail(VerifyErrorKind::Io(Arc::new(error)));
         }
         if self.line.is_empty() {
             self.done = true;

@@ -269,12 +269,10 @@ fn a_torn_tail_is_reported_and_set_aside_when_opening() {
         append_bytes(&path, torn);
         let error = verify(&path, Some(&head)).unwrap_err();
         assert_eq!(error.seq, 4);
-        assert_eq!(
-            error.kind,
-            VerifyErrorKind::TornTail {
-                offset: good_len,
-                len: torn.len() as u64
-            }
+        assert!(
+            matches!(error.kind, VerifyErrorKind::TornTail { offset, len }
+                if offset == good_len && len == torn.len() as u64),
+            "{error}"
         );
 
         let log = AuditLog::open(dir.path()).unwrap();
@@ -408,7 +406,7 @@ fn a_log_shorter_than_its_head_file_refuses_to_open() {
     let error = AuditLog::open(dir.path()).unwrap_err();
     assert!(
         matches!(&error, AuditError::Corrupt(e) if e.seq == 4
-            && e.kind == VerifyErrorKind::Truncated { last: 3, head_seq: head.seq }),
+            && matches!(e.kind, VerifyErrorKind::Truncated { last: 3, head_seq } if head_seq == head.seq)),
         "{error}"
     );
     assert_eq!(std::fs::read(&path).unwrap(), kept);

@@ -163,13 +163,10 @@ fn every_tampering_is_detected_at_the_first_bad_seq() {
             Expect::Truncated { kept } => {
                 let error = with_head.unwrap_err();
                 assert_eq!(error.seq, kept + 1, "trial {trial} ({name})");
-                assert_eq!(
-                    error.kind,
-                    VerifyErrorKind::Truncated {
-                        last: kept,
-                        head_seq: head.seq
-                    },
-                    "trial {trial} ({name})"
+                assert!(
+                    matches!(error.kind, VerifyErrorKind::Truncated { last, head_seq }
+                        if last == kept && head_seq == head.seq),
+                    "trial {trial} ({name}): {error}"
                 );
                 // Without a head, a shorter log is a valid log: that is what pinning is for.
                 assert_eq!(
