@@ -45,11 +45,12 @@ pub struct Entry {
 }
 
 /// Why an event cannot be recorded. Nothing is written when an event is refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum EventError {
     /// The event does not serialize to JSON.
     #[error("the event does not serialize to JSON: {0}")]
-    Serialize(String),
+    Serialize(#[source] std::sync::Arc<serde_json::Error>),
     /// The event serializes to something other than a JSON object.
     #[error("an event must serialize to a JSON object, not {0}")]
     NotAnObject(&'static str),
@@ -88,7 +89,7 @@ impl Body {
     /// [`RESERVED_FIELDS`].
     pub fn of<T: Serialize + ?Sized>(event: &T) -> Result<Body, EventError> {
         let value = serde_json::to_value(event)
-            .map_err(|error| EventError::Serialize(error.to_string()))?;
+            .map_err(|error| EventError::Serialize(std::sync::Arc::new(error)))?;
         let Value::Object(fields) = value else {
             return Err(EventError::NotAnObject(type_name(&value)));
         };
@@ -288,27 +289,27 @@ mod tests {
 
     #[test]
     fn events_of_the_wrong_shape_are_refused() {
-        assert_eq!(
-            Body::of(&json!([1])).err(),
-            Some(EventError::NotAnObject("an array"))
-        );
-        assert_eq!(
-            Body::of(&json!({"a": 1})).err(),
-            Some(EventError::MissingType)
-        );
-        assert_eq!(
-            Body::of(&json!({"event": 3})).err(),
-            Some(EventError::TypeNotAString("a number"))
-        );
+        assert!(matches!(
+            Body::of(&json!([1])),
+            Err(EventError::NotAnObject("an array"))
+        ));
+        assert!(matches!(
+            Body::of(&json!({"a": 1})),
+            Err(EventError::MissingType)
+        ));
+        assert!(matches!(
+            Body::of(&json!({"event": 3})),
+            Err(EventError::TypeNotAString("a number"))
+        ));
         assert!(matches!(
             Body::of(&json!({"event": "a b"})),
             Err(EventError::BadType(_))
         ));
         for reserved in RESERVED_FIELDS {
-            assert_eq!(
-                Body::of(&json!({"event": "e", reserved: 1})).err(),
-                Some(EventError::ReservedField(reserved))
-            );
+            assert!(matches!(
+                Body::of(&json!({"event": "e", reserved: 1})),
+                Err(EventError::ReservedField(field)) if field == reserved
+            ));
         }
         let huge = "x".repeat(MAX_LINE_BYTES);
         assert!(matches!(
@@ -319,7 +320,13 @@ mod tests {
         ));
         let mut map = std::collections::BTreeMap::new();
         map.insert(vec![1u8], 1);
-        assert!(matches!(Body::of(&map), Err(EventError::Serialize(_))));
+        let error = Body::of(&map).unwrap_err();
+        let source =
+            std::error::Error::source(&error).and_then(|e| e.downcast_ref::<serde_json::Error>());
+        assert!(
+            source.is_some(),
+            "the serde_json error is kept as the source: {error:?}"
+        );
     }
 
     #[test]
