@@ -97,8 +97,8 @@ impl Writer<'_> {
         let members = self.members.get_mut(base..).unwrap_or_default();
         members.sort_unstable_by(Member::cmp_key);
         if let Some([twin, _]) = members
-            .array_windows::<2>()
-            .find(|[a, b]| a.prefix == b.prefix && a.key == b.key)
+            .windows(2)
+            .find(|pair| pair[0].prefix == pair[1].prefix && pair[0].key == pair[1].key)
         {
             self.duplicate = Some(twin.key.clone().into_owned());
             return false;
