@@ -56,6 +56,7 @@ pub mod audit;
 pub mod block;
 pub mod call;
 pub mod canonical;
+mod const_str;
 mod content;
 pub mod envelope;
 pub mod event;
@@ -176,7 +177,7 @@ pub mod __private {
         while i < names.len() {
             let mut j = i + 1;
             while j < names.len() {
-                if str_eq(names[i], names[j]) {
+                if crate::const_str::eq(names[i], names[j]) {
                     panic!(
                         "two tools in this registry have the same name; give one of them `name = \"…\"` in #[tool(...)]"
                     );
@@ -185,20 +186,5 @@ pub mod __private {
             }
             i += 1;
         }
-    }
-
-    const fn str_eq(a: &str, b: &str) -> bool {
-        let (a, b) = (a.as_bytes(), b.as_bytes());
-        if a.len() != b.len() {
-            return false;
-        }
-        let mut i = 0;
-        while i < a.len() {
-            if a[i] != b[i] {
-                return false;
-            }
-            i += 1;
-        }
-        true
     }
 }

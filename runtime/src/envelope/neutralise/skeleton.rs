@@ -6,6 +6,7 @@
 //! (punctuation and symbols without one), or reads as nothing we look for.
 
 use super::readings::{ASCII, READINGS, RUN_CLASSES, RUN_STARTS, VARIATION_SELECTORS};
+use crate::const_str::eq;
 
 /// The class of a character that reads as nothing we look for.
 pub(super) const OTHER: u16 = 0;
@@ -111,7 +112,7 @@ impl Class {
     /// Whether some reading is exactly `text`.
     pub(super) const fn reads(self, text: &str) -> bool {
         let [first, second] = self.readings();
-        same(first, text) || same(second, text)
+        eq(first, text) || eq(second, text)
     }
 
     pub(super) const fn is_whitespace(self) -> bool {
@@ -244,22 +245,6 @@ impl<'a> Cursor<'a> {
 /// Whether `class` may sit inside a word of a name: `.`, `:`, `-` or `_`.
 pub(super) const fn is_inner_separator(class: Class) -> bool {
     class.reads(".") || class.reads(":") || class.reads("-") || class.reads("_")
-}
-
-/// String equality for constants.
-const fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
 }
 
 /// The cursor after the characters that spell `word`, trying each reading of each
