@@ -321,8 +321,8 @@ mod tests {
         let mut map = std::collections::BTreeMap::new();
         map.insert(vec![1u8], 1);
         let error = Body::of(&map).unwrap_err();
-        let source =
-            std::error::Error::source(&error).and_then(|e| e.downcast_ref::<serde_json::Error>());
+        let source = std::error::Error::source(&error)
+            .and_then(|e| e.downcast_ref::<std::sync::Arc<serde_json::Error>>());
         assert!(
             source.is_some(),
             "the serde_json error is kept as the source: {error:?}"

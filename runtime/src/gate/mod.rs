@@ -393,3 +393,27 @@ impl Rule for ArgumentFromTrustedBlock {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::rule;
+
+    /// Hosts match on the rule names and audit logs keep them: their text never changes.
+    #[test]
+    fn rule_names_are_stable() {
+        let names = [
+            (rule::UNKNOWN_TOOL, "unknown-tool"),
+            (rule::NONCE_LEAK, "nonce-leak"),
+            (rule::REVIEW_SCOPE, "review-scope"),
+            (rule::STRICT_ISOLATION, "strict-isolation"),
+            (rule::TAINTED_CONSEQUENTIAL, "tainted-consequential"),
+            (rule::DEFAULT, "default"),
+            (rule::REVIEW, "review"),
+            (rule::REPEATED, "repeated-call"),
+            (rule::OBSERVE, "observe"),
+        ];
+        for (constant, text) in names {
+            assert_eq!(constant, text);
+        }
+    }
+}

@@ -2,6 +2,7 @@
 
 use tooltrust::agent::{Agent, AgentError, CallResult, ChatMessage};
 use tooltrust::envelope::parse;
+use tooltrust::gate::rule;
 use tooltrust::testing::ScriptedModel;
 use tooltrust::{CallOutcome, Id, Instruction, Message, Sender, Session, Taint, tool, tools};
 
@@ -111,7 +112,7 @@ fn a_notes_nonce_is_live() {
     let CallResult::Outcome(CallOutcome::Denied(decision)) = &transcript.calls[1].1 else {
         panic!("{:?}", transcript.calls[1]);
     };
-    assert_eq!(decision.rule, "nonce-leak");
+    assert_eq!(decision.rule, rule::NONCE_LEAK);
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::support::Counted;
 
 use tooltrust::event::{Event, MemoryRecorder, RecordError, Recorder};
-use tooltrust::gate::{ArgumentFromTrustedBlock, Ruling};
+use tooltrust::gate::{ArgumentFromTrustedBlock, Ruling, rule};
 use tooltrust::quarantine::{Exit, QuarantineStatus};
 use tooltrust::review::{Judge, Material, ReviewError, Reviewer, RuleJudge, Subject, Verdict};
 use tooltrust::review::{ReviewerVerdict, VerdictFuture};
@@ -156,7 +156,7 @@ fn untrusted_content_taints_and_consequential_calls_then_need_review() {
     let CallOutcome::Pending { decision, .. } = &outcome else {
         panic!("{outcome:?}")
     };
-    assert_eq!(decision.rule, "tainted-consequential");
+    assert_eq!(decision.rule, rule::TAINTED_CONSEQUENTIAL);
     // Read-only calls still run in a tainted scope.
     assert_eq!(
         ruling(&call(&scope, "customer_record", r#"{"customer":"ann"}"#)),
@@ -169,7 +169,7 @@ fn untrusted_content_taints_and_consequential_calls_then_need_review() {
             |e| matches!(e, Event::TaintAssigned { source, .. } if source == "tool:fetch_page")
         )
     );
-    assert!(events.iter().any(|e| matches!(e, Event::CallSentToReview(d) if d.rule == "tainted-consequential" && d.tool == "send_email")));
+    assert!(events.iter().any(|e| matches!(e, Event::CallSentToReview(d) if d.rule == rule::TAINTED_CONSEQUENTIAL && d.tool == "send_email")));
     // Every decision is recorded with its reason.
     let decisions = events
         .iter()
@@ -238,14 +238,14 @@ fn a_live_nonce_in_any_argument_is_denied() {
         let CallOutcome::Denied(decision) = outcome else {
             panic!("{outcome:?}")
         };
-        assert_eq!(decision.rule, "nonce-leak");
+        assert_eq!(decision.rule, rule::NONCE_LEAK);
     }
     let before = sent.load(Ordering::SeqCst);
     assert!(
         recorder
             .events()
             .iter()
-            .any(|e| matches!(e, Event::CallDenied(d) if d.rule == "nonce-leak"))
+            .any(|e| matches!(e, Event::CallDenied(d) if d.rule == rule::NONCE_LEAK))
     );
     assert_eq!(sent.load(Ordering::SeqCst), before);
 }
@@ -258,7 +258,7 @@ fn strict_isolation_sends_untrusted_tools_to_child_scopes() {
     let CallOutcome::Denied(decision) = outcome else {
         panic!("{outcome:?}")
     };
-    assert_eq!(decision.rule, "strict-isolation");
+    assert_eq!(decision.rule, rule::STRICT_ISOLATION);
     assert!(decision.reason.contains("child scope"));
 
     let child = parent.child(id("agent")).unwrap();
@@ -487,7 +487,7 @@ impl Reviewer for ReadsThenTries {
                 .await;
             match (read, write) {
                 (Ok(CallOutcome::Ran { .. }), Ok(CallOutcome::Denied(decision)))
-                    if decision.rule == "review-scope" =>
+                    if decision.rule == rule::REVIEW_SCOPE =>
                 {
                     Verdict::approve("review scope could read but not act")
                 }
@@ -548,7 +548,7 @@ fn developer_rules_compose_with_the_defaults() {
     let CallOutcome::Pending { decision, .. } = held else {
         panic!("{held:?}")
     };
-    assert_eq!(decision.rule, "tainted-consequential");
+    assert_eq!(decision.rule, rule::TAINTED_CONSEQUENTIAL);
 }
 
 struct Failing;
@@ -727,7 +727,7 @@ fn reviewers_count_once_and_review_scopes_stay_review_scopes() {
                     )
                     .await;
                 match sent {
-                    Ok(CallOutcome::Denied(decision)) if decision.rule == "review-scope" => {
+                    Ok(CallOutcome::Denied(decision)) if decision.rule == rule::REVIEW_SCOPE => {
                         Verdict::approve("contained")
                     }
                     other => Verdict::reject(format!("escaped: {other:?}")),
@@ -841,10 +841,13 @@ fn the_loop_breaker_denies_a_call_that_already_ran_n_times() {
     else {
         panic!("the third identical call is denied")
     };
-    assert_eq!(decision.rule, tooltrust::gate::rule::REPEATED);
-    assert!(recorder.events().iter().any(
-        |event| matches!(event, Event::CallDenied(d) if d.rule == tooltrust::gate::rule::REPEATED)
-    ));
+    assert_eq!(decision.rule, rule::REPEATED);
+    assert!(
+        recorder
+            .events()
+            .iter()
+            .any(|event| matches!(event, Event::CallDenied(d) if d.rule == rule::REPEATED))
+    );
     // Other arguments are another call.
     assert!(matches!(
         call(&scope, "customer_record", r#"{"customer":"bob"}"#),
@@ -864,18 +867,18 @@ fn observe_mode_records_what_the_gate_would_do_and_lets_the_call_run() {
     ) else {
         panic!("observe mode lets the call through")
     };
-    assert_eq!(decision.rule, tooltrust::gate::rule::OBSERVE);
-    assert!(decision.reason.contains("tainted-consequential"));
+    assert_eq!(decision.rule, rule::OBSERVE);
+    assert!(decision.reason.contains(rule::TAINTED_CONSEQUENTIAL));
     assert_eq!(sent.load(Ordering::SeqCst), 1);
     assert!(recorder.events().iter().any(|event| matches!(
         event,
         Event::CallObserved { decision, would: Ruling::NeedsReview }
-            if decision.rule == tooltrust::gate::rule::TAINTED_CONSEQUENTIAL
+            if decision.rule == rule::TAINTED_CONSEQUENTIAL
     )));
     // An unknown tool still fails closed.
     assert!(matches!(
         call(&scope, "delete_everything", "{}"),
-        CallOutcome::Denied(decision) if decision.rule == tooltrust::gate::rule::UNKNOWN_TOOL
+        CallOutcome::Denied(decision) if decision.rule == rule::UNKNOWN_TOOL
     ));
 }
 

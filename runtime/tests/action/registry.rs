@@ -2,6 +2,7 @@
 //! and fail-closed dispatch.
 
 use serde_json::{Value, json};
+use tooltrust::gate::rule;
 use tooltrust::registry::{DispatchError, RegistryError};
 use tooltrust::tool::{
     ArtifactHandle, Content, DeclaredTrust, Effects, Media, Outcome, OutputKind, Retrieved,
@@ -233,7 +234,7 @@ fn unknown_tool_is_an_error_listing_the_available_tools() {
     // The gate never lets it through.
     match dispatch(registry(), "delete_account", "{}").map_err(|outcome| *outcome) {
         Err(CallOutcome::Denied(decision)) => {
-            assert_eq!(decision.rule, "unknown-tool");
+            assert_eq!(decision.rule, rule::UNKNOWN_TOOL);
             assert!(
                 decision
                     .reason

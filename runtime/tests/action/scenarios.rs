@@ -11,6 +11,7 @@ use tooltrust::agent::{
     Agent, AssistantMessage, CallResult, ChatMessage, ModelRequest, ModelToolCall,
 };
 use tooltrust::event::{Event, MemoryRecorder};
+use tooltrust::gate::rule;
 use tooltrust::review::VerdictFuture;
 use tooltrust::review::{Material, Reviewer, RuleJudge, Subject, Verdict};
 use tooltrust::testing::ScriptedModel;
@@ -395,9 +396,9 @@ fn every_injection_is_stopped_before_a_consequential_call_runs() {
             panic!("{result:?}")
         };
         let expected = match goal {
-            Goal::UnknownTool => "unknown-tool",
-            Goal::EchoNonce => "nonce-leak",
-            _ => "tainted-consequential",
+            Goal::UnknownTool => rule::UNKNOWN_TOOL,
+            Goal::EchoNonce => rule::NONCE_LEAK,
+            _ => rule::TAINTED_CONSEQUENTIAL,
         };
         assert_eq!(rule_of(outcome), expected, "{goal:?}");
         // The reviewer and the judge reject every attack.
