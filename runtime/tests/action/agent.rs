@@ -164,3 +164,51 @@ fn provider_ids_that_are_not_ids_still_get_answered() {
             .any(|m| matches!(m, ChatMessage::Tool { call_id, .. } if call_id == "call:0/weird"))
     );
 }
+
+/// Providers restart their call ids every turn (and every run): the same id twice, or an
+/// id equal to an existing block's, must neither abort the run nor merge two calls. Each
+/// call gets its own id; the provider's stays on the wire for the answer.
+#[test]
+fn provider_ids_repeated_across_turns_and_runs_are_separate_calls() {
+    let agent = agent();
+    let same_id = |word: &'static str| {
+        move |_: &tooltrust::agent::ModelRequest| tooltrust::agent::AssistantMessage {
+            content: None,
+            tool_calls: vec![tooltrust::agent::ModelToolCall {
+                id: "m1".into(), // also the id of the principal's message block
+                name: "define".into(),
+                arguments: format!(r#"{{"word": "{word}"}}"#),
+            }],
+        }
+    };
+    let model = || {
+        ScriptedModel::new()
+            .step(same_id("kettle"))
+            .step(same_id("toaster"))
+            .answer("done")
+    };
+    let mut ids = Vec::new();
+    for run in 0..2 {
+        // The second run continues the scope with a new message; the provider's ids
+        // start again from the same "m1".
+        let mut message = message();
+        message.id = Id::new(format!("m{}", run + 1)).unwrap();
+        let transcript = pollster::block_on(agent.run(&model(), &message)).unwrap();
+        assert_eq!(transcript.answer.as_deref(), Some("done"), "run {run}");
+        for (_, result) in &transcript.calls {
+            let CallResult::Outcome(CallOutcome::Ran { block, .. }) = result else {
+                panic!("run {run}: {result:?}");
+            };
+            assert_ne!(block.as_str(), "m1");
+            ids.push(block.clone());
+        }
+        let answers = transcript
+            .messages
+            .iter()
+            .filter(|m| matches!(m, ChatMessage::Tool { call_id, .. } if call_id == "m1"))
+            .count();
+        assert_eq!(answers, 2, "run {run}: both answers keep the provider's id");
+    }
+    let distinct: std::collections::HashSet<_> = ids.iter().collect();
+    assert_eq!((ids.len(), distinct.len()), (4, 4), "{ids:?}");
+}
