@@ -274,84 +274,64 @@ pub(super) fn generate() -> String {
          //! @generated from {versions}\n//! by `cargo test -p tooltrust --lib regenerate_readings -- --ignored`.\n\
          //! Do not edit: `generated_table_is_current` compares it with the crates.\n"
     );
-    let _ = writeln!(
-        out,
-        "/// The readings a class refers to: (first, second or empty).\n#[rustfmt::skip]\npub(super) const READINGS: [(&str, &str); {}] = [",
-        table.readings.len()
-    );
-    let items: Vec<String> = table
-        .readings
-        .iter()
-        .map(|(a, b)| format!("({a:?}, {b:?})"))
-        .collect();
-    wrap(&mut out, &items);
-    let _ = writeln!(out, "];\n");
-    let _ = writeln!(
-        out,
-        "/// The class of each ASCII character.\n#[rustfmt::skip]\npub(super) const ASCII: [u16; 128] = ["
-    );
-    wrap(
-        &mut out,
-        &table.ascii.iter().map(u16::to_string).collect::<Vec<_>>(),
-    );
-    let _ = writeln!(out, "];\n");
-    let _ = writeln!(
-        out,
-        "/// The first code point of each run of code points of one class.\n#[rustfmt::skip]\npub(super) static RUN_STARTS: [u32; {}] = [",
-        table.runs.len()
-    );
-    wrap(
-        &mut out,
-        &table
-            .runs
-            .iter()
-            .map(|(start, _)| format!("0x{start:X}"))
-            .collect::<Vec<_>>(),
-    );
-    let _ = writeln!(out, "];\n");
-    let _ = writeln!(
-        out,
-        "/// The class of each run.\n#[rustfmt::skip]\npub(super) static RUN_CLASSES: [u16; {}] = [",
-        table.runs.len()
-    );
-    wrap(
-        &mut out,
-        &table
-            .runs
-            .iter()
-            .map(|(_, class)| class.to_string())
-            .collect::<Vec<_>>(),
-    );
-    let _ = writeln!(out, "];\n");
-    let _ = writeln!(
-        out,
-        "/// The non-ASCII characters the scan stops at: those that read as `<` or `[` first, the\n\
-         /// tag characters and the variation selectors (inclusive ranges).\n#[rustfmt::skip]\npub(super) const CANDIDATES: [(u32, u32); {}] = [",
-        table.candidates.len()
-    );
-    wrap(
-        &mut out,
-        &table
-            .candidates
-            .iter()
-            .map(|(start, end)| format!("(0x{start:X}, 0x{end:X})"))
-            .collect::<Vec<_>>(),
-    );
-    let _ = writeln!(out, "];\n");
-    let _ = writeln!(
-        out,
-        "/// The variation selectors (inclusive ranges).\n#[rustfmt::skip]\npub(super) const VARIATION_SELECTORS: [(u32, u32); {}] = [",
-        table.variation_selectors.len()
-    );
-    wrap(
-        &mut out,
-        &table
-            .variation_selectors
-            .iter()
-            .map(|(start, end)| format!("(0x{start:X}, 0x{end:X})"))
-            .collect::<Vec<_>>(),
-    );
-    let _ = writeln!(out, "];");
+    let hex_pair = |(start, end): &(u32, u32)| format!("(0x{start:X}, 0x{end:X})");
+    let arrays = [
+        (
+            "/// The readings a class refers to: (first, second or empty).",
+            "const READINGS: [(&str, &str)",
+            table
+                .readings
+                .iter()
+                .map(|(a, b)| format!("({a:?}, {b:?})"))
+                .collect::<Vec<_>>(),
+        ),
+        (
+            "/// The class of each ASCII character.",
+            "const ASCII: [u16",
+            table.ascii.iter().map(u16::to_string).collect(),
+        ),
+        (
+            "/// The first code point of each run of code points of one class.",
+            "static RUN_STARTS: [u32",
+            table
+                .runs
+                .iter()
+                .map(|(start, _)| format!("0x{start:X}"))
+                .collect(),
+        ),
+        (
+            "/// The class of each run.",
+            "static RUN_CLASSES: [u16",
+            table
+                .runs
+                .iter()
+                .map(|(_, class)| class.to_string())
+                .collect(),
+        ),
+        (
+            "/// The non-ASCII characters the scan stops at: those that read as `<` or `[` first, the\n\
+             /// tag characters and the variation selectors (inclusive ranges).",
+            "const CANDIDATES: [(u32, u32)",
+            table.candidates.iter().map(hex_pair).collect(),
+        ),
+        (
+            "/// The variation selectors (inclusive ranges).",
+            "const VARIATION_SELECTORS: [(u32, u32)",
+            table.variation_selectors.iter().map(hex_pair).collect(),
+        ),
+    ];
+    for (n, (doc, declaration, items)) in arrays.iter().enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        let _ = writeln!(
+            out,
+            "{doc}\n#[rustfmt::skip]\npub(super) {declaration}; {}] = [",
+            items.len()
+        );
+        wrap(&mut out, items);
+        let _ = writeln!(out, "];");
+    }
     out
 }
 
