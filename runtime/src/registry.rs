@@ -11,6 +11,8 @@ use crate::canonical::canonical_json;
 use crate::content::Content;
 use crate::id::Id;
 use crate::schema::{StrictSchemaError, strict_schema};
+pub use crate::tool::declaration::RegistryError;
+use crate::tool::declaration::validate_tool;
 use crate::tool::{
     ArgumentsError, Contexts, DeclaredTrust, Effects, Outcome, OutputKind, Tool, ToolError,
     ToolInput, ToolSpec, Toolbox, Trust, check_arguments, free_text_argument,
@@ -58,38 +60,6 @@ pub struct CatalogEntry {
     /// unsupported keywords), or why it has none (a map's keys cannot be listed).
     #[serde(skip)]
     pub strict_schema: Result<Value, StrictSchemaError>,
-}
-
-/// Why a registry (or a tool defined at run time) could not be built. The wording of
-/// each declaration error is the compile error's, for tools `#[tool]` declares.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RegistryError {
-    /// Two tools have the same name.
-    #[error("two tools are named `{0}`; every tool in a registry needs its own name")]
-    DuplicateName(String),
-    /// A tool's name is not `[A-Za-z0-9_-]{{1,64}}`.
-    #[error("tool name {0:?} is invalid: a tool name is {rule}", rule = tooltrust_internals::TOOL_NAME_RULE)]
-    InvalidName(String),
-    /// A tool declares `untrusted` with `instruction` output.
-    #[error("tool `{0}`: {reason}", reason = tooltrust_internals::UNTRUSTED_INSTRUCTION)]
-    UntrustedInstruction(String),
-    /// A tool has no description, so the model cannot know when to call it.
-    #[error(
-        "tool `{0}` has no description: say what the tool does, so that the model knows when to call it"
-    )]
-    MissingDescription(String),
-    /// A tool's arguments schema is not an object schema.
-    #[error(
-        "tool `{0}`: the arguments schema must be a JSON object schema (`\"type\": \"object\"`)"
-    )]
-    NotAnObjectSchema(String),
-    /// A tool defined at run time declares no trust (trust is mandatory).
-    #[error("tool `{0}` declares no trust: say whether its output is trusted or untrusted")]
-    MissingTrust(String),
-    /// A tool defined at run time has nothing to run.
-    #[error("tool `{0}` has no handler")]
-    MissingHandler(String),
 }
 
 /// Why a call could not be dispatched; nothing ran.
@@ -228,26 +198,6 @@ impl IntoTools for Vec<Box<dyn Tool>> {
     fn into_tools(self) -> Result<Vec<Box<dyn Tool>>, RegistryError> {
         Ok(self)
     }
-}
-
-/// Checks one tool's declaration against its arguments `schema`: the name rule, trust
-/// and output, a description, an object schema. (An instruction tool that takes free
-/// text is accepted; its output is rendered as data once the scope is tainted.)
-pub(crate) fn validate_tool(spec: &ToolSpec, schema: &Value) -> Result<(), RegistryError> {
-    let name = || spec.name.to_string();
-    if !is_valid_tool_name(&spec.name) {
-        return Err(RegistryError::InvalidName(name()));
-    }
-    if spec.description.trim().is_empty() {
-        return Err(RegistryError::MissingDescription(name()));
-    }
-    if schema.get("type").and_then(Value::as_str) != Some("object") {
-        return Err(RegistryError::NotAnObjectSchema(name()));
-    }
-    if spec.output == OutputKind::Instruction && spec.trust == DeclaredTrust::Untrusted {
-        return Err(RegistryError::UntrustedInstruction(name()));
-    }
-    Ok(())
 }
 
 impl Registry {

@@ -9,11 +9,11 @@ use std::pin::Pin;
 
 use serde_json::{Map, Value};
 
+use super::declaration::{RegistryError, validate_tool};
 use super::{
     Contexts, DeclaredTrust, Effects, IntoContent, Outcome, OutputKind, Tool, ToolFuture,
     ToolInput, ToolSpec,
 };
-use crate::registry::{RegistryError, validate_tool};
 
 type Reply = Pin<Box<dyn Future<Output = Outcome> + Send + 'static>>;
 type Handler = Box<dyn Fn(Map<String, Value>, Contexts) -> Reply + Send + Sync>;

@@ -3,6 +3,7 @@
 //! the closed vocabularies an instruction tool selects from.
 
 mod context;
+pub(crate) mod declaration;
 mod dynamic;
 mod vocabulary;
 
