@@ -11,9 +11,11 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::block::Origin;
 use crate::call::ToolCall;
 use crate::id::Id;
 use crate::quarantine::custodian;
+use crate::record::Sender;
 use crate::session::{Scope, Session, SessionError};
 
 pub use crate::verdict::{ReviewerVerdict, Subject, Verdict};
@@ -35,6 +37,12 @@ pub struct Material {
     pub call: Option<ToolCall>,
     /// Why the review exists (the gate's reason, or the quarantine).
     pub reason: String,
+    /// What the principal asked for in the scope under review (its principal messages,
+    /// oldest first), so a reviewer can judge the call against the intent.
+    pub principal_requests: Vec<String>,
+    /// The rendered context of the scope under review when the review opened: what led
+    /// to the call or the output. It holds outsiders' text, enveloped; read it as data.
+    pub context: String,
 }
 
 /// The future a reviewer or judge returns.
@@ -155,6 +163,8 @@ pub struct Review {
     target: Id,
     reason: String,
     call: Option<ToolCall>,
+    principal_requests: Vec<String>,
+    context: String,
     reviewers: Vec<Arc<dyn Reviewer>>,
     judge: Arc<dyn Judge>,
 }
@@ -204,6 +214,21 @@ impl Review {
             session.state().withdraw_review(&id);
             return Err(error.into());
         }
+        let (principal_requests, context) = session
+            .state()
+            .view(&opened.target)
+            .map(|scope| {
+                let principal = scope
+                    .blocks()
+                    .iter()
+                    .filter(|block| {
+                        matches!(block.origin(), Some(Origin::Message(Sender::Principal)))
+                    })
+                    .map(|block| block.text().to_owned())
+                    .collect();
+                (principal, scope.rendered().join("\n\n"))
+            })
+            .unwrap_or_default();
         Ok(Review {
             session: session.clone(),
             id,
@@ -211,6 +236,8 @@ impl Review {
             target: opened.target,
             reason: opened.reason,
             call: opened.call,
+            principal_requests,
+            context,
             reviewers,
             judge,
         })
@@ -274,6 +301,8 @@ impl Review {
             text,
             call: self.call.clone(),
             reason: self.reason.clone(),
+            principal_requests: self.principal_requests.clone(),
+            context: self.context.clone(),
         }
     }
 }
