@@ -5,12 +5,14 @@
 //! (OpenAI, Anthropic, a local model), or uses `tooltrust-providers`; tests and examples
 //! use `testing::ScriptedModel` (feature `testing`).
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use crate::block::Instruction;
+use crate::block::{Block, Instruction, Origin};
 use crate::call::{CallError, ToolCall};
 use crate::envelope::STANDING_EXPLANATION;
 use crate::id::Id;
@@ -190,11 +192,48 @@ pub enum AgentError {
     TurnLimit(usize),
 }
 
+/// What an agent and its model have said so far: the chat messages the model was shown,
+/// and which of the scope's timeline blocks they already hold. A second run continues it;
+/// persist it (serde) and load it with [`Agent::with_conversation`] to continue in another
+/// process (with a session built on the same key, the prompt is byte for byte the same).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conversation {
+    /// The timeline as chat messages, oldest first.
+    pub messages: Vec<ChatMessage>,
+    /// The scope's blocks the messages already show.
+    pub shown: Vec<Id>,
+}
+
+/// Where a block goes in the prompt (DESIGN §3.5.1's bucket order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bucket {
+    Instructions,
+    Memories,
+    Retrieved,
+    Timeline,
+}
+
+fn bucket(block: &Block) -> Bucket {
+    match block.origin() {
+        None => Bucket::Instructions,
+        Some(Origin::Memories) => Bucket::Memories,
+        Some(Origin::Retrieved) => Bucket::Retrieved,
+        Some(_) => Bucket::Timeline,
+    }
+}
+
 /// Drives a model in one scope.
+///
+/// Every request is built from the scope's context in the reference's bucket order: the
+/// system text holds the standing explanation and the developer's policy, then the
+/// scope's instructions, its memories and its retrieved records (each bucket that is not
+/// empty, joined by blank lines); the timeline — messages, the model's own turns, tool
+/// results and gate notes — becomes the chat messages. Run it once at a time.
 pub struct Agent {
     scope: Scope,
     policy: Vec<Instruction>,
     max_turns: usize,
+    conversation: Mutex<Conversation>,
 }
 
 impl Agent {
@@ -204,7 +243,26 @@ impl Agent {
             scope,
             policy,
             max_turns: 16,
+            conversation: Mutex::new(Conversation::default()),
         }
+    }
+
+    /// Continues `conversation` (one persisted from an earlier agent on this scope's
+    /// session, say) instead of starting afresh.
+    pub fn with_conversation(self, conversation: Conversation) -> Self {
+        *self
+            .conversation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = conversation;
+        self
+    }
+
+    /// The conversation so far, to persist.
+    pub fn conversation(&self) -> Conversation {
+        self.conversation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Stops after `turns` model turns without an answer (default 16).
@@ -232,46 +290,101 @@ impl Agent {
         })
     }
 
-    /// Runs the loop for one user message until the model answers.
+    /// The system text of a request: [`Agent::system`], then the scope's instructions,
+    /// memories and retrieved records, each bucket that is not empty, joined by blank lines.
+    pub fn prompt_system(&self) -> Result<String, SessionError> {
+        let blocks = self.scope.blocks()?;
+        let rendered = self.scope.rendered_blocks()?;
+        let mut parts = vec![self.system()?];
+        for wanted in [Bucket::Instructions, Bucket::Memories, Bucket::Retrieved] {
+            let texts: Vec<&str> = blocks
+                .iter()
+                .zip(&rendered)
+                .filter(|(block, _)| bucket(block) == wanted)
+                .map(|(_, text)| text.as_str())
+                .collect();
+            if !texts.is_empty() {
+                parts.push(texts.join("\n\n"));
+            }
+        }
+        Ok(parts.join("\n\n"))
+    }
+
+    /// Adds to the conversation, as user messages, the scope's timeline blocks it does not
+    /// show yet (the new message, and whatever the host added since the last run).
+    fn catch_up(&self, conversation: &mut Conversation) -> Result<(), SessionError> {
+        let shown: HashSet<&Id> = conversation.shown.iter().collect();
+        let blocks = self.scope.blocks()?;
+        let rendered = self.scope.rendered_blocks()?;
+        let mut new = Vec::new();
+        for (block, text) in blocks.iter().zip(rendered) {
+            if bucket(block) == Bucket::Timeline && !shown.contains(block.id()) {
+                new.push((block.id().clone(), text));
+            }
+        }
+        for (id, content) in new {
+            conversation.messages.push(ChatMessage::User { content });
+            conversation.shown.push(id);
+        }
+        Ok(())
+    }
+
+    /// Runs the loop for one user message until the model answers, continuing the
+    /// conversation of earlier runs.
     pub async fn run(
         &self,
         model: &dyn Model,
         message: &Message,
     ) -> Result<Transcript, AgentError> {
-        let session = self.scope.session();
         self.scope.add_message(message)?;
-        let mut transcript = Transcript {
-            answer: None,
-            messages: vec![ChatMessage::User {
-                content: last_rendered(&self.scope)?,
-            }],
-            calls: Vec::new(),
-        };
-        let system = self.system()?;
+        let mut conversation = self.conversation();
+        let result = self.turns(model, &mut conversation).await;
+        // Whatever the model was shown stays shown, even if the loop failed.
+        *self
+            .conversation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = conversation;
+        result
+    }
+
+    async fn turns(
+        &self,
+        model: &dyn Model,
+        conversation: &mut Conversation,
+    ) -> Result<Transcript, AgentError> {
+        let session = self.scope.session();
+        self.catch_up(conversation)?;
+        let mut calls = Vec::new();
         let tools = session.registry().catalog().to_vec();
         for _ in 0..self.max_turns {
             let request = ModelRequest {
-                system: system.clone(),
-                messages: transcript.messages.clone(),
+                system: self.prompt_system()?,
+                messages: conversation.messages.clone(),
                 tools: tools.clone(),
             };
             let reply = model.respond(&request).await?;
-            transcript.messages.push(ChatMessage::Assistant {
+            conversation.messages.push(ChatMessage::Assistant {
                 content: reply.content.clone(),
                 tool_calls: reply.tool_calls.clone(),
             });
             if reply.tool_calls.is_empty() {
-                transcript.answer = reply.content;
-                return Ok(transcript);
+                return Ok(Transcript {
+                    answer: reply.content,
+                    messages: conversation.messages.clone(),
+                    calls,
+                });
             }
             for requested in reply.tool_calls {
                 let (result, content) = self.answer(&requested).await?;
-                transcript.messages.push(ChatMessage::Tool {
+                if let CallResult::Outcome(CallOutcome::Ran { block, .. }) = &result {
+                    conversation.shown.push(block.clone());
+                }
+                conversation.messages.push(ChatMessage::Tool {
                     call_id: requested.id.clone(),
                     name: requested.name.clone(),
                     content,
                 });
-                transcript.calls.push((requested, result));
+                calls.push((requested, result));
             }
         }
         Err(AgentError::TurnLimit(self.max_turns))
@@ -313,8 +426,4 @@ impl Agent {
         };
         Ok((CallResult::Outcome(outcome), shown))
     }
-}
-
-fn last_rendered(scope: &Scope) -> Result<String, SessionError> {
-    Ok(scope.rendered_blocks()?.pop().unwrap_or_default())
 }

@@ -76,7 +76,11 @@ pub enum Origin {
     },
     /// A message.
     Message(Sender),
-    /// Anything else (a record, a handle, a note of the runtime).
+    /// The scope's memories, rendered together.
+    Memories,
+    /// Records retrieved from a corpus, rendered together.
+    Retrieved,
+    /// Anything else (a handle, a thought, a note of the runtime).
     Other,
 }
 

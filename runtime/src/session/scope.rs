@@ -208,14 +208,14 @@ impl Scope {
     pub fn add_retrieved(&self, records: &[RetrievedRecord]) -> Result<Id, SessionError> {
         let rendered = self.session.renderer().retrieved(records)?;
         let texts = records.iter().map(|record| record.content.as_str());
-        self.push_joined(rendered, texts, "retrieved")
+        self.push_joined(rendered, texts, Origin::Retrieved, "retrieved")
     }
 
     /// Adds memories as one untrusted block (memories may hold what outsiders once wrote).
     pub fn add_memories(&self, memories: &[Memory]) -> Result<Id, SessionError> {
         let rendered = self.session.renderer().memories(memories)?;
         let texts = memories.iter().map(|memory| memory.content.as_str());
-        self.push_joined(rendered, texts, "memories")
+        self.push_joined(rendered, texts, Origin::Memories, "memories")
     }
 
     /// Adds one data block holding `texts`, rendered together as `rendered`.
@@ -223,10 +223,11 @@ impl Scope {
         &self,
         rendered: Rendered,
         texts: impl Iterator<Item = &'a str>,
+        origin: Origin,
         source: &str,
     ) -> Result<Id, SessionError> {
         let text = texts.collect::<Vec<_>>().join("\n\n");
-        let block = Block::data(Id::random()?, rendered.trust, text);
+        let block = Block::data_from(Id::random()?, rendered.trust, text, origin);
         self.push(block, rendered, source)
     }
 

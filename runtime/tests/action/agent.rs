@@ -207,8 +207,170 @@ fn provider_ids_repeated_across_turns_and_runs_are_separate_calls() {
             .iter()
             .filter(|m| matches!(m, ChatMessage::Tool { call_id, .. } if call_id == "m1"))
             .count();
-        assert_eq!(answers, 2, "run {run}: both answers keep the provider's id");
+        // The conversation continues: the second run's transcript holds the first's too.
+        assert_eq!(
+            answers,
+            2 * (run + 1),
+            "run {run}: answers keep the provider's id"
+        );
     }
     let distinct: std::collections::HashSet<_> = ids.iter().collect();
     assert_eq!((ids.len(), distinct.len()), (4, 4), "{ids:?}");
+}
+
+/// A scripted model that keeps every request it was sent.
+fn recording(
+    model: ScriptedModel,
+) -> (
+    impl tooltrust::Model,
+    std::sync::Arc<std::sync::Mutex<Vec<tooltrust::agent::ModelRequest>>>,
+) {
+    struct Recording {
+        model: ScriptedModel,
+        requests: std::sync::Arc<std::sync::Mutex<Vec<tooltrust::agent::ModelRequest>>>,
+    }
+    impl tooltrust::Model for Recording {
+        fn respond<'a>(
+            &'a self,
+            request: &'a tooltrust::agent::ModelRequest,
+        ) -> tooltrust::agent::ModelFuture<'a> {
+            self.requests.lock().unwrap().push(request.clone());
+            self.model.respond(request)
+        }
+    }
+    let requests = std::sync::Arc::default();
+    (
+        Recording {
+            model,
+            requests: std::sync::Arc::clone(&requests),
+        },
+        requests,
+    )
+}
+
+fn ask(id: &str, content: &str) -> Message {
+    Message {
+        id: Id::new(id).unwrap(),
+        sender: Sender::Principal,
+        from: "user".into(),
+        created_at: None,
+        content: content.into(),
+    }
+}
+
+/// Everything in the scope reaches the model, in the reference's bucket order: the
+/// standing explanation and the developer's policy, the scope's instructions, memories,
+/// retrieved records, then the timeline as chat messages.
+#[test]
+fn the_request_is_built_from_the_whole_context_in_bucket_order() {
+    use tooltrust::record::Memory;
+    use tooltrust::tool::{RetrievedRecord, SourceTier};
+    let agent = agent();
+    let scope = agent.scope();
+    scope
+        .add_retrieved(&[RetrievedRecord {
+            id: Id::new("faq1").unwrap(),
+            content: "Kettles boil water.".into(),
+            tier: SourceTier::FirstParty,
+            source: None,
+            created_at: None,
+            kind: None,
+            score: None,
+        }])
+        .unwrap();
+    scope
+        .add_memories(&[Memory {
+            id: Id::new("mem1").unwrap(),
+            content: "The user prefers short answers.".into(),
+            source: None,
+            created_at: None,
+            kind: None,
+            score: None,
+        }])
+        .unwrap();
+    scope
+        .add_instruction(Instruction::new("Answer in French."))
+        .unwrap();
+    let (model, requests) = recording(ScriptedModel::new().answer("Une bouilloire."));
+    pollster::block_on(agent.run(&model, &message())).unwrap();
+    let requests = requests.lock().unwrap();
+    let system = &requests[0].system;
+    let at = |needle: &str| {
+        system
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} is not in the system text:\n{system}"))
+    };
+    assert_eq!(at(tooltrust::envelope::STANDING_EXPLANATION), 0);
+    let order = [
+        at("Define words."),
+        at("Answer in French."),
+        at("The user prefers short answers."),
+        at("Kettles boil water."),
+    ];
+    assert!(order.is_sorted(), "bucket order: {order:?}\n{system}");
+    assert_eq!(system, &agent.prompt_system().unwrap());
+    // The timeline holds the message, not the buckets.
+    assert_eq!(requests[0].messages.len(), 1);
+    let ChatMessage::User { content } = &requests[0].messages[0] else {
+        panic!("{:?}", requests[0].messages[0]);
+    };
+    assert!(content.contains("define kettle") && !content.contains("Kettles boil water."));
+}
+
+/// A second run sees the first run's messages, calls and results; and a conversation
+/// persisted and loaded into another session on the same key yields the same request,
+/// byte for byte.
+#[test]
+fn conversations_continue_across_runs_and_processes() {
+    let key = [7u8; 32];
+    let agent_on = |key: [u8; 32]| {
+        let session = Session::builder(tools![define].unwrap())
+            .key(tooltrust::envelope::SessionKey::from_bytes(key))
+            .build()
+            .unwrap();
+        Agent::new(
+            session.open_scope(Id::new("agent").unwrap()).unwrap(),
+            vec![Instruction::new("Define words.")],
+        )
+    };
+    let first = agent_on(key);
+    let model = ScriptedModel::new()
+        .call("define", r#"{"word": "kettle"}"#)
+        .answer("A kettle boils water.");
+    pollster::block_on(first.run(&model, &ask("q1", "define kettle"))).unwrap();
+    let saved = serde_json::to_string(&first.conversation()).unwrap();
+
+    let second_question = ask("q2", "and a toaster?");
+    let (model, in_first) = recording(ScriptedModel::new().answer("It toasts."));
+    pollster::block_on(first.run(&model, &second_question)).unwrap();
+    let request = in_first.lock().unwrap()[0].clone();
+    let roles: Vec<&str> = request
+        .messages
+        .iter()
+        .map(|m| match m {
+            ChatMessage::User { .. } => "user",
+            ChatMessage::Assistant { .. } => "assistant",
+            ChatMessage::Tool { .. } => "tool",
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "tool", "assistant", "user"],
+        "{:#?}",
+        request.messages
+    );
+    assert!(
+        matches!(&request.messages[2], ChatMessage::Tool { content, .. } if content.contains("kettle: a word"))
+    );
+
+    // Another process: a session on the same key, the conversation loaded from JSON.
+    let restored = agent_on(key).with_conversation(serde_json::from_str(&saved).unwrap());
+    let (model, in_restored) = recording(ScriptedModel::new().answer("It toasts."));
+    pollster::block_on(restored.run(&model, &second_question)).unwrap();
+    let again = in_restored.lock().unwrap()[0].clone();
+    assert_eq!(again.system, request.system);
+    assert_eq!(
+        serde_json::to_string(&again.messages).unwrap(),
+        serde_json::to_string(&request.messages).unwrap()
+    );
 }
