@@ -18,7 +18,7 @@ use crate::envelope::STANDING_EXPLANATION;
 use crate::id::Id;
 use crate::record::Message;
 use crate::registry::CatalogEntry;
-use crate::session::{CallOutcome, Scope, SessionError};
+use crate::session::{CallOutcome, PendingStatus, Scope, SessionError};
 
 /// One message of a provider-neutral chat.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,6 +162,13 @@ pub enum CallResult {
     Malformed(String),
     /// What the gate and the tool made of it.
     Outcome(CallOutcome),
+    /// A review rejected it (see [`Agent::resume_decided`]); it never ran.
+    Rejected {
+        /// Who decided.
+        reviewer: Id,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl Transcript {
@@ -202,6 +209,33 @@ pub struct Conversation {
     pub messages: Vec<ChatMessage>,
     /// The scope's blocks the messages already show.
     pub shown: Vec<Id>,
+    /// Whether the scope held untrusted content when the conversation was last saved: a
+    /// scope continuing it starts tainted too, since its messages still hold that content.
+    #[serde(default)]
+    pub tainted: bool,
+    /// Calls the gate held for review that the model has not yet heard the end of.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<HeldCall>,
+}
+
+/// A call held for review, as the conversation remembers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldCall {
+    /// The held call's id in the session that held it (the review's subject).
+    pub id: Id,
+    /// The call as the model wrote it.
+    pub requested: ModelToolCall,
+}
+
+/// A person's (or a review's) decision on a held call, for [`Agent::resume_decided`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    /// The held call's id, as in [`HeldCall::id`].
+    pub id: Id,
+    /// Who decided.
+    pub reviewer: Id,
+    /// The decision.
+    pub verdict: crate::verdict::Verdict,
 }
 
 /// Where a block goes in the prompt (DESIGN §3.5.1's bucket order).
@@ -339,12 +373,129 @@ impl Agent {
         self.scope.add_message(message)?;
         let mut conversation = self.conversation();
         let result = self.turns(model, &mut conversation).await;
-        // Whatever the model was shown stays shown, even if the loop failed.
+        self.keep(conversation);
+        result
+    }
+
+    /// Continues after reviews: each held call that a review decided is settled — an
+    /// approved one runs and the model is shown its enveloped result, a rejected one is
+    /// reported to the model as a gate note — and the loop goes on until the model
+    /// answers. Calls still undecided stay held.
+    pub async fn resume(&self, model: &dyn Model) -> Result<Transcript, AgentError> {
+        self.resume_decided(model, &[]).await
+    }
+
+    /// Like [`Agent::resume`], in a process whose session did not hold the calls (the
+    /// conversation was persisted, the decisions came from a review queue): a call
+    /// approved in `decisions` is put to this session's gate again, exactly as the model
+    /// wrote it, and decided by the person's verdict if the gate holds it; a rejected one
+    /// never runs.
+    pub async fn resume_decided(
+        &self,
+        model: &dyn Model,
+        decisions: &[Decided],
+    ) -> Result<Transcript, AgentError> {
+        let mut conversation = self.conversation();
+        let result = async {
+            self.inherit_taint(&mut conversation)?;
+            let mut calls = Vec::new();
+            for held in std::mem::take(&mut conversation.held) {
+                let decided = decisions.iter().find(|decided| decided.id == held.id);
+                match self.settle(&held, decided).await? {
+                    Some((result, content)) => {
+                        if let CallResult::Outcome(CallOutcome::Ran { block, .. }) = &result {
+                            conversation.shown.push(block.clone());
+                        }
+                        conversation.messages.push(ChatMessage::User { content });
+                        calls.push((held.requested, result));
+                    }
+                    None => conversation.held.push(held),
+                }
+            }
+            let mut transcript = self.turns(model, &mut conversation).await?;
+            calls.append(&mut transcript.calls);
+            transcript.calls = calls;
+            Ok(transcript)
+        }
+        .await;
+        self.keep(conversation);
+        result
+    }
+
+    /// Keeps what the model was shown, even if the loop failed, with the scope's taint.
+    fn keep(&self, mut conversation: Conversation) {
+        conversation.tainted |= self
+            .scope
+            .taint()
+            .is_ok_and(|taint| taint == crate::gate::Taint::Tainted);
         *self
             .conversation
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = conversation;
-        result
+    }
+
+    /// A conversation that held untrusted content taints the scope continuing it, before
+    /// anything is decided in it.
+    fn inherit_taint(&self, conversation: &mut Conversation) -> Result<(), SessionError> {
+        if conversation.tainted && self.scope.taint()? != crate::gate::Taint::Tainted {
+            let block = self.scope.add_untrusted(
+                "restored-conversation",
+                "The conversation so far, restored, holds untrusted content.".to_owned(),
+            )?;
+            conversation.shown.push(block);
+        }
+        Ok(())
+    }
+
+    /// Settles one held call, if it has been decided: what became of it, and the text the
+    /// model is shown (a gate note, then the result's envelope if it ran).
+    async fn settle(
+        &self,
+        held: &HeldCall,
+        decided: Option<&Decided>,
+    ) -> Result<Option<(CallResult, String)>, SessionError> {
+        let session = self.scope.session();
+        let id = match (session.pending_status(&held.id), decided) {
+            (Some(PendingStatus::Approved | PendingStatus::Rejected), _) => held.id.clone(),
+            (None, Some(decided)) if !decided.verdict.approve => {
+                let note = self.scope.note(
+                    "review-decision",
+                    &format!(
+                        "The held call {} ({}) was rejected by {}: {}. It did not run.",
+                        held.id, held.requested.name, decided.reviewer, decided.verdict.reason
+                    ),
+                )?;
+                let result = CallResult::Rejected {
+                    reviewer: decided.reviewer.clone(),
+                    reason: decided.verdict.reason.clone(),
+                };
+                return Ok(Some((result, note)));
+            }
+            (None, Some(decided)) => match self.answer(&held.requested).await? {
+                (CallResult::Outcome(CallOutcome::Pending { id, .. }), _) => {
+                    let verdict = decided.verdict.clone();
+                    session.decide_call(&id, decided.reviewer.clone(), verdict)?;
+                    id
+                }
+                // Not held this time (a clean scope): the gate's own decision stands.
+                settled => return Ok(Some(settled)),
+            },
+            _ => return Ok(None),
+        };
+        let outcome = self.scope.run_pending(&id).await?;
+        let verdict = match &outcome {
+            CallOutcome::Ran { .. } => "approved by review; it ran and its result follows",
+            _ => "rejected by review; it did not run",
+        };
+        let note = self.scope.note(
+            "review-decision",
+            &format!(
+                "The held call {} ({}) was {verdict}.",
+                held.id, held.requested.name
+            ),
+        )?;
+        let content = format!("{note}\n\n{}", self.shown(&outcome)?);
+        Ok(Some((CallResult::Outcome(outcome), content)))
     }
 
     async fn turns(
@@ -353,6 +504,7 @@ impl Agent {
         conversation: &mut Conversation,
     ) -> Result<Transcript, AgentError> {
         let session = self.scope.session();
+        self.inherit_taint(conversation)?;
         self.catch_up(conversation)?;
         let mut calls = Vec::new();
         let tools = session.registry().catalog().to_vec();
@@ -376,8 +528,17 @@ impl Agent {
             }
             for requested in reply.tool_calls {
                 let (result, content) = self.answer(&requested).await?;
-                if let CallResult::Outcome(CallOutcome::Ran { block, .. }) = &result {
-                    conversation.shown.push(block.clone());
+                match &result {
+                    CallResult::Outcome(CallOutcome::Ran { block, .. }) => {
+                        conversation.shown.push(block.clone());
+                    }
+                    CallResult::Outcome(CallOutcome::Pending { id, .. }) => {
+                        conversation.held.push(HeldCall {
+                            id: id.clone(),
+                            requested: requested.clone(),
+                        });
+                    }
+                    _ => {}
                 }
                 conversation.messages.push(ChatMessage::Tool {
                     call_id: requested.id.clone(),
@@ -406,7 +567,13 @@ impl Agent {
             }
         };
         let outcome = self.scope.call(call).await?;
-        let shown = match &outcome {
+        let shown = self.shown(&outcome)?;
+        Ok((CallResult::Outcome(outcome), shown))
+    }
+
+    /// The text the model is shown for what became of a call.
+    fn shown(&self, outcome: &CallOutcome) -> Result<String, SessionError> {
+        Ok(match outcome {
             CallOutcome::Ran { block, .. } => self.scope.rendered_of(block)?.unwrap_or_default(),
             CallOutcome::Invalid { note, .. } | CallOutcome::Withheld { note, .. } => note.clone(),
             CallOutcome::Denied(decision) => self.scope.note(
@@ -423,7 +590,6 @@ impl Agent {
                     decision.rule, decision.reason
                 ),
             )?,
-        };
-        Ok((CallResult::Outcome(outcome), shown))
+        })
     }
 }
