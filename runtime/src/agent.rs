@@ -514,7 +514,13 @@ impl Agent {
                 messages: conversation.messages.clone(),
                 tools: tools.clone(),
             };
-            let reply = model.respond(&request).await?;
+            let span = tracing::info_span!(
+                "chat",
+                gen_ai.operation.name = "chat",
+                tooltrust.scope = self.scope.id().as_str(),
+                tooltrust.messages = request.messages.len(),
+            );
+            let reply = tracing::Instrument::instrument(model.respond(&request), span).await?;
             conversation.messages.push(ChatMessage::Assistant {
                 content: reply.content.clone(),
                 tool_calls: reply.tool_calls.clone(),

@@ -274,17 +274,34 @@ impl Review {
             let material = self.material(text);
             let scope = session.open_review_scope(reviewer.id().clone())?;
             scope.add_untrusted("review-material", material.text.clone())?;
+            let span = tracing::info_span!(
+                "review",
+                gen_ai.operation.name = "review",
+                tooltrust.review = self.id.as_str(),
+                tooltrust.reviewer = reviewer.id().as_str(),
+            );
+            let review = reviewer.review(&material, &scope);
             let verdict = ReviewerVerdict {
                 reviewer: reviewer.id().clone(),
-                verdict: reviewer.review(&material, &scope).await,
+                verdict: tracing::Instrument::instrument(review, span).await,
             };
             session.act(|state, events| state.verdict(events, &self.id, &verdict))?;
             verdicts.push(verdict);
         }
-        let verdict = self
-            .judge
-            .judge(&self.material(String::new()), &verdicts)
-            .await;
+        let material = self.material(String::new());
+        let span = tracing::info_span!(
+            "judge",
+            gen_ai.operation.name = "judge",
+            tooltrust.review = self.id.as_str(),
+            tooltrust.judge = self.judge.id().as_str(),
+        );
+        let judging = self.judge.judge(&material, &verdicts);
+        let verdict = tracing::Instrument::instrument(judging, span).await;
+        tracing::info!(
+            tooltrust.review = self.id.as_str(),
+            tooltrust.approve = verdict.approve,
+            "review decided"
+        );
         session.act(|state, events| state.judge(events, &self.id, self.judge.id(), &verdict))?;
         Ok(Judgement {
             review: self.id,

@@ -320,6 +320,21 @@ impl Scope {
                 pending,
             )
         })?;
+        // Names and decisions only: argument values may carry what outsiders wrote.
+        let (ruling, rule) = match &decided {
+            Decided::Run(run) => ("allow", run.decision.rule.as_str()),
+            Decided::Deny(decision) => ("deny", decision.rule.as_str()),
+            Decided::Held { decision, .. } => ("review", decision.rule.as_str()),
+        };
+        tracing::info!(
+            gen_ai.operation.name = "gate",
+            gen_ai.tool.name = call.tool(),
+            gen_ai.tool.call.id = call.id().as_str(),
+            tooltrust.scope = self.id.as_str(),
+            tooltrust.ruling = ruling,
+            tooltrust.rule = rule,
+            "gate decision"
+        );
         if let Err(error) = session.flush(ticket) {
             if matches!(decided, Decided::Run(_)) {
                 session.state().abandon(&self.id, call.id(), None);
@@ -367,7 +382,15 @@ impl Scope {
             taint,
             contexts,
         } = run;
-        let mut output = match session.registry().run(&call, &contexts).await {
+        let span = tracing::info_span!(
+            "execute_tool",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = call.tool(),
+            gen_ai.tool.call.id = call.id().as_str(),
+            tooltrust.scope = self.id.as_str(),
+        );
+        let run_tool = session.registry().run(&call, &contexts);
+        let mut output = match tracing::Instrument::instrument(run_tool, span).await {
             Ok(output) => output,
             Err(error) => {
                 session

