@@ -173,15 +173,26 @@ impl Doc {
 }
 
 /// Joins `texts` (one per doc attribute) as rustdoc renders them: each line loses the
-/// indentation every non-blank line shares, trailing whitespace goes.
+/// indentation every non-blank line shares, trailing whitespace goes, and an empty
+/// attribute (a blank `///` line) is a blank line.
 fn unindent(texts: &[&str]) -> String {
     let indent = min_indent(texts);
     texts
         .iter()
-        .flat_map(|text| text.lines())
+        .flat_map(|text| lines_of(text))
         .map(|line| cut(line, indent).trim_end())
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The lines of one doc attribute; an empty one is one empty line (`str::lines` would
+/// give none, and the blank line between two paragraphs would vanish).
+fn lines_of(text: &str) -> Vec<&str> {
+    if text.is_empty() {
+        vec![""]
+    } else {
+        text.lines().collect()
+    }
 }
 
 fn min_indent(texts: &[&str]) -> usize {
