@@ -225,6 +225,14 @@ fn mixed() -> &'static str {
     "30 days"
 }
 
+/// Returns the refund policy.
+#[doc = include_str!("../ui-pass/refund_policy.md")]
+/// The end.
+#[tool(trusted, instruction, read_only)]
+fn included_between() -> &'static str {
+    "30 days"
+}
+
 /// Written for the developers, not the model.
 #[tool(trusted, read_only, description = "Returns the time.")]
 fn overridden() -> &'static str {
@@ -233,7 +241,8 @@ fn overridden() -> &'static str {
 
 #[test]
 fn descriptions_are_the_doc_text_as_rustdoc_renders_it() {
-    let registry = tooltrust::tools![multi_line, included, mixed, overridden].expect("registry");
+    let registry = tooltrust::tools![multi_line, included, mixed, included_between, overridden]
+        .expect("registry");
     let description = |name: &str| {
         registry
             .catalog()
@@ -263,6 +272,11 @@ fn descriptions_are_the_doc_text_as_rustdoc_renders_it() {
     assert_eq!(
         description("mixed"),
         format!("The refund policy, as the developer wrote it:\n\n{file}")
+    );
+    // The file's final newline ends its last line: no blank line before the next.
+    assert_eq!(
+        description("included_between"),
+        format!("Returns the refund policy.\n{file}\nThe end.")
     );
     assert_eq!(description("overridden"), "Returns the time.");
 
