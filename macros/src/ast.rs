@@ -155,7 +155,10 @@ impl Doc {
             Fragment::Text(text) => quote::quote!(#private::DocFragment::Sugared(#text)),
             Fragment::Expr(expr) => quote::quote!(#private::DocFragment::Raw(#expr)),
         });
+        // A long included file takes the const evaluator millions of steps, which the
+        // compiler would otherwise refuse as a likely infinite loop; the join ends.
         quote::quote!({
+            #[allow(long_running_const_eval)]
             const DESCRIPTION: &str = {
                 const FRAGMENTS: &[#private::DocFragment<'static>] = &[#(#fragments),*];
                 const LEN: usize = #private::doc_len(FRAGMENTS);
