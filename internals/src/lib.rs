@@ -4,6 +4,8 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod doc;
+
 /// The longest tool name accepted: the limit every major provider shares.
 pub const MAX_TOOL_NAME_LEN: usize = 64;
 

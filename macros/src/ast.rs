@@ -4,6 +4,8 @@ use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use syn::parse::{ParseStream, Parser};
 use syn::{Attribute, FnArg, Ident, Pat, ReturnType, Signature, Type, Visibility};
 
+use tooltrust_internals::doc::{DocFragment, join_docs};
+
 use crate::ctxt::Ctxt;
 
 /// A function as `#[tool]` reads it: everything but the body is parsed. The body stays
@@ -96,6 +98,10 @@ pub struct Doc {
     fragments: Vec<Fragment>,
 }
 
+/// One `#[doc]` attribute. The compiler hands a `///` comment over as
+/// `#[doc = " text"]`, the same tokens as an attribute written by hand, so literal text
+/// is read as a `///` comment (by far the common case) and an expression as the
+/// attribute it must be: rustdoc unindents the two kinds apart.
 enum Fragment {
     Text(String),
     Expr(TokenStream),
@@ -118,18 +124,18 @@ impl Doc {
         Doc { fragments }
     }
 
-    /// The text, unindented as rustdoc renders it, when the comment has no expression;
-    /// `None` when it has none at all or only blank lines.
+    /// The text as rustdoc renders it, when the comment has no expression; `None` when
+    /// it has none at all or only blank lines.
     pub fn text(&self) -> Option<String> {
-        let texts: Vec<&str> = self
+        let fragments: Vec<DocFragment<'_>> = self
             .fragments
             .iter()
             .map(|fragment| match fragment {
-                Fragment::Text(text) => Some(text.as_str()),
+                Fragment::Text(text) => Some(DocFragment::Sugared(text)),
                 Fragment::Expr(_) => None,
             })
             .collect::<Option<_>>()?;
-        let text = unindent(&texts);
+        let text = join_docs(&fragments);
         let text = text.trim();
         (!text.is_empty()).then(|| text.to_owned())
     }
@@ -141,62 +147,27 @@ impl Doc {
             .any(|fragment| matches!(fragment, Fragment::Expr(_)))
     }
 
-    /// A `&'static str` expression of the comment: literal text unindented as rustdoc
-    /// renders it, expressions as they are, joined by newlines with `concat!`.
-    pub fn expr(&self) -> TokenStream {
-        let texts: Vec<&str> = self
-            .fragments
-            .iter()
-            .filter_map(|fragment| match fragment {
-                Fragment::Text(text) => Some(text.as_str()),
-                Fragment::Expr(_) => None,
-            })
-            .collect();
-        let indent = min_indent(&texts);
-        let pieces = self.fragments.iter().map(|fragment| match fragment {
-            Fragment::Text(text) => {
-                let lines: Vec<&str> = text.lines().map(|line| cut(line, indent)).collect();
-                let text = lines.join("\n");
-                quote::quote!(#text)
-            }
-            Fragment::Expr(expr) => expr.clone(),
+    /// A `&'static str` expression of the comment, joined as rustdoc joins it by the
+    /// same `const fn`s (`private` is the path of tooltrust's `__private`), since an
+    /// expression's text is known only once the compiler expands it.
+    pub fn expr(&self, private: &TokenStream) -> TokenStream {
+        let fragments = self.fragments.iter().map(|fragment| match fragment {
+            Fragment::Text(text) => quote::quote!(#private::DocFragment::Sugared(#text)),
+            Fragment::Expr(expr) => quote::quote!(#private::DocFragment::Raw(#expr)),
         });
-        let mut joined = Vec::new();
-        for (i, piece) in pieces.enumerate() {
-            if i > 0 {
-                joined.push(quote::quote!("\n"));
-            }
-            joined.push(piece);
-        }
-        quote::quote!(::core::concat!(#(#joined),*))
+        // A long included file takes the const evaluator millions of steps, which the
+        // compiler would otherwise refuse as a likely infinite loop; the join ends.
+        quote::quote!({
+            #[allow(long_running_const_eval)]
+            const DESCRIPTION: &str = {
+                const FRAGMENTS: &[#private::DocFragment<'static>] = &[#(#fragments),*];
+                const LEN: usize = #private::doc_len(FRAGMENTS);
+                const BYTES: [u8; LEN] = #private::doc_join::<LEN>(FRAGMENTS);
+                #private::doc_str(&BYTES)
+            };
+            DESCRIPTION
+        })
     }
-}
-
-/// Joins `texts` (one per doc attribute) as rustdoc renders them: each line loses the
-/// indentation every non-blank line shares, trailing whitespace goes.
-fn unindent(texts: &[&str]) -> String {
-    let indent = min_indent(texts);
-    texts
-        .iter()
-        .flat_map(|text| text.lines())
-        .map(|line| cut(line, indent).trim_end())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn min_indent(texts: &[&str]) -> usize {
-    texts
-        .iter()
-        .flat_map(|text| text.lines())
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| line.len() - line.trim_start().len())
-        .min()
-        .unwrap_or(0)
-}
-
-fn cut(line: &str, indent: usize) -> &str {
-    let leading = line.len() - line.trim_start().len();
-    &line[leading.min(indent)..]
 }
 
 impl<'a> ToolFn<'a> {
@@ -341,6 +312,27 @@ mod tests {
         // The macro never reads the body, so rustc reports its errors where they are.
         let item = ItemFn::parse(quote!(fn broken() { let = ; })).unwrap();
         assert_eq!(item.body.to_string(), quote!({ let = ; }).to_string());
+    }
+
+    #[test]
+    fn literal_docs_are_comments_and_expressions_are_attributes() {
+        let item = ItemFn::parse(quote! {
+            /// Title.
+            #[doc = include_str!("policy.md")]
+            fn f() {}
+        })
+        .unwrap();
+        let doc = Doc::of(&item.attrs);
+        assert_eq!(doc.text(), None, "an expression's text is the compiler's");
+        let expr = doc.expr(&quote!(::tooltrust::__private)).to_string();
+        assert!(
+            expr.contains(r#"DocFragment :: Sugared (" Title.")"#),
+            "{expr}"
+        );
+        assert!(
+            expr.contains(r#"DocFragment :: Raw (include_str ! ("policy.md"))"#),
+            "{expr}"
+        );
     }
 
     #[test]

@@ -15,8 +15,16 @@ pub struct Checked {
     pub output: Output,
     pub read_only: bool,
     pub name: String,
-    /// A `&'static str` expression: a literal, or `concat!` of the doc comment's parts.
-    pub description: TokenStream,
+    pub description: Description,
+}
+
+/// Where the description comes from.
+pub enum Description {
+    /// A `&'static str` literal: `description = "…"`, or the doc comment's text.
+    Text(TokenStream),
+    /// The doc comment, which holds an expression (`include_str!`): joined at compile
+    /// time by [`Doc::expr`](crate::ast::Doc::expr).
+    DocExpr,
 }
 
 /// Applies every rule; `None` when any failed (the errors are in `cx`).
@@ -82,7 +90,7 @@ fn check_name(cx: &mut Ctxt, attrs: &Attrs, tool: &ToolFn<'_>) -> Option<String>
     None
 }
 
-fn check_description(cx: &mut Ctxt, attrs: &Attrs, tool: &ToolFn<'_>) -> Option<TokenStream> {
+fn check_description(cx: &mut Ctxt, attrs: &Attrs, tool: &ToolFn<'_>) -> Option<Description> {
     match (&attrs.description, tool.doc.text()) {
         (Some(literal), _) if literal.value().trim().is_empty() => {
             cx.error_spanned_by(
@@ -91,10 +99,10 @@ fn check_description(cx: &mut Ctxt, attrs: &Attrs, tool: &ToolFn<'_>) -> Option<
             );
             None
         }
-        (Some(literal), _) => Some(quote!(#literal)),
-        (None, Some(doc)) => Some(quote!(#doc)),
+        (Some(literal), _) => Some(Description::Text(quote!(#literal))),
+        (None, Some(doc)) => Some(Description::Text(quote!(#doc))),
         // Known only once the compiler expands it; the registry refuses it if empty.
-        (None, None) if tool.doc.has_expr() => Some(tool.doc.expr()),
+        (None, None) if tool.doc.has_expr() => Some(Description::DocExpr),
         (None, None) => {
             cx.error_spanned_by(
                 &tool.item.sig.ident,

@@ -7,7 +7,7 @@ use syn::spanned::Spanned;
 
 use crate::ast::{ItemFn, Output as Returns, ParamKind, Place, ToolFn};
 use crate::attr::{Attrs, Output, Trust, krate_tokens};
-use crate::check::{Checked, check};
+use crate::check::{Checked, Description, check};
 use crate::ctxt::Ctxt;
 
 /// Expands `#[tool(args)] item`. On error the function is still emitted (without the
@@ -173,7 +173,10 @@ impl Parts {
         let every_param = model.params.iter().map(|param| param.ident);
 
         let name = &checked.name;
-        let description = &checked.description;
+        let description = match &checked.description {
+            Description::Text(text) => text.clone(),
+            Description::DocExpr => model.doc.expr(&private),
+        };
         let trust = match checked.trust {
             Trust::Trusted => quote!(Trusted),
             Trust::Untrusted => quote!(Untrusted),

@@ -323,3 +323,94 @@ fn type_name(ty: &Type) -> String {
         _ => String::from("Toolbox"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expand_pretty(args: TokenStream, item: TokenStream) -> String {
+        let file: syn::File =
+            syn::parse2(toolbox(args, item)).expect("the expansion parses as a file");
+        prettyplease::unparse(&file)
+    }
+
+    /// Every path the expansion names outside the user's own items goes through
+    /// `{krate}::__private`, or is `std`/`core`.
+    fn assert_hygienic(expanded: &str, krate: &str) {
+        let prefix = format!("{krate}::");
+        let mut rest = expanded;
+        while let Some(at) = rest.find(&prefix) {
+            let tail = &rest[at + prefix.len()..];
+            assert!(
+                tail.starts_with("__private::"),
+                "`{prefix}` outside `__private`: {}",
+                &tail[..tail.len().min(60)]
+            );
+            rest = tail;
+        }
+        for line in expanded.lines() {
+            let line = line.trim_start();
+            assert!(
+                !line.starts_with("use "),
+                "the expansion imports nothing: {line}"
+            );
+        }
+    }
+
+    #[test]
+    fn expansion_of_a_representative_toolbox() {
+        let expanded = expand_pretty(
+            quote!(),
+            quote! {
+                impl Mailer {
+                    /// Sends an email on the user's behalf.
+                    #[tool(trusted)]
+                    async fn send_email(
+                        &self,
+                        /// The recipient.
+                        to: String,
+                        user: Context<User>,
+                    ) -> Result<String, MailError> {
+                        self.smtp.send(&user.address, &to).await
+                    }
+
+                    /// Reads the user's inbox.
+                    #[tool(untrusted, read_only, name = "read_inbox")]
+                    fn inbox(&self, limit: Option<u32>) -> Vec<String> {
+                        self.inbox.lock().iter().take(limit.unwrap_or(10) as usize).cloned().collect()
+                    }
+
+                    fn helper(&self) {}
+                }
+            },
+        );
+        insta::assert_snapshot!(expanded);
+        assert_hygienic(&expanded, "::tooltrust");
+        // The context is fetched, never parsed from the arguments.
+        assert!(expanded.contains("let user = input.context::<User>()?;"));
+        assert!(!expanded.contains("pub user"));
+    }
+
+    #[test]
+    fn a_crate_path_names_only_its_private_module() {
+        let expanded = expand_pretty(
+            quote!(crate = "sdk::tooltrust"),
+            quote! {
+                impl Desk {
+                    /// Looks an order up.
+                    #[tool(trusted, read_only)]
+                    fn order(&self, id: u64, who: Context<Caller>) -> String {
+                        format!("{id} {}", who.name)
+                    }
+                }
+            },
+        );
+        assert_hygienic(&expanded, "sdk::tooltrust");
+        assert_eq!(
+            expanded.matches("tooltrust::").count(),
+            expanded.matches("sdk::tooltrust::__private::").count(),
+            "every path goes through the given crate: {expanded}"
+        );
+        assert!(expanded.contains("\"sdk::tooltrust::__private::serde\""));
+    }
+}

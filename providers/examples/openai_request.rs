@@ -5,7 +5,7 @@
 //!
 //! `cargo run --example openai_request`
 
-use tooltrust::agent::{Agent, ChatMessage, ModelFuture, ModelRequest};
+use tooltrust::agent::{Agent, ChatMessage, ModelError, ModelFuture, ModelRequest};
 use tooltrust::{Id, Instruction, Message, Model, Sender, Session, tool, tools};
 use tooltrust_providers::openai;
 
@@ -24,7 +24,10 @@ struct PrintingClient;
 
 impl Model for PrintingClient {
     fn respond<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a> {
-        let body = openai::request_body(request, &openai::RequestOptions::new("gpt-4o"));
+        let body = match openai::request_body(request, &openai::RequestOptions::new("gpt-4o")) {
+            Ok(body) => body,
+            Err(error) => return Box::pin(async move { Err(ModelError::new(error)) }),
+        };
         let turn = request
             .messages
             .iter()
@@ -44,7 +47,7 @@ impl Model for PrintingClient {
         };
         let answer = openai::parse_response(response)
             .and_then(|completion| completion.into_message())
-            .map_err(tooltrust::agent::ModelError::new);
+            .map_err(ModelError::new);
         Box::pin(async move { answer })
     }
 }

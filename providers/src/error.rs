@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tooltrust::canonical::JsonError;
+use tooltrust::tool::StrictSchemaError;
 
 /// Why a model request gave no answer.
 ///
@@ -95,6 +96,17 @@ pub enum ProviderError {
     UnexpectedStop {
         /// The provider's stop reason.
         reason: String,
+    },
+    /// Strict mode was asked for, but a tool's arguments schema has no strict form (a map,
+    /// say). Nothing was sent: sending that tool without `strict` would silently give
+    /// the model a looser contract than the host asked for.
+    #[error("tool `{tool}` cannot be sent in strict mode: {source}")]
+    StrictSchema {
+        /// The tool.
+        tool: String,
+        /// Why its schema has no strict form.
+        #[source]
+        source: StrictSchemaError,
     },
 }
 
@@ -214,6 +226,7 @@ impl ProviderError {
             ProviderError::Refusal { .. } => "refusal",
             ProviderError::Length { .. } => "length",
             ProviderError::UnexpectedStop { .. } => "unexpected_stop",
+            ProviderError::StrictSchema { .. } => "strict_schema",
         }
     }
 

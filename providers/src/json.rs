@@ -1,6 +1,8 @@
-//! Typed access to the fields of a provider's JSON, with the path of what is missing.
+//! Typed access to the fields of a provider's JSON, with the path of what is missing;
+//! and the one schema a request sends for a tool.
 
 use serde_json::Value;
+use tooltrust::registry::CatalogEntry;
 
 use crate::error::ProviderError;
 
@@ -66,4 +68,19 @@ pub(crate) fn optional_string<'a>(
 /// is left out, not an error).
 pub(crate) fn count_at(value: &Value, key: &str) -> Option<u64> {
     value.get(key).and_then(Value::as_u64)
+}
+
+/// The arguments schema of `entry` as a request sends it: its strict form when
+/// `strict`, or an error if it has none.
+pub(crate) fn tool_schema(entry: &CatalogEntry, strict: bool) -> Result<Value, ProviderError> {
+    if !strict {
+        return Ok(entry.schema.clone());
+    }
+    entry
+        .strict_schema
+        .clone()
+        .map_err(|source| ProviderError::StrictSchema {
+            tool: entry.name.clone(),
+            source,
+        })
 }

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tooltrust::agent::{AssistantMessage, ChatMessage, ModelRequest, ModelToolCall};
 use tooltrust::call::CallErrorReason;
 use tooltrust::canonical::JsonError;
+use tooltrust::tool::StrictSchemaError;
 use tooltrust::{ToolCall, tool, tools};
 use tooltrust_providers::{ProviderError, Stop, anthropic, openai};
 
@@ -107,7 +108,7 @@ fn openai_request_matches_the_documented_shape() {
         tools: registry.catalog().to_vec(),
         ..request
     };
-    let body = openai::request_body(&request, &openai::RequestOptions::new("gpt-4o"));
+    let body = openai::request_body(&request, &openai::RequestOptions::new("gpt-4o")).unwrap();
     assert_same_shape(&documented, &body, "");
     assert_eq!(body["tools"][0]["function"]["name"], "get_current_weather");
     assert_eq!(
@@ -133,7 +134,7 @@ fn openai_strict_and_stream_options_reach_the_body() {
     let mut options = openai::RequestOptions::new("gpt-4o");
     options.strict = true;
     options.stream = true;
-    let body = openai::request_body(&request, &options);
+    let body = openai::request_body(&request, &options).unwrap();
     for tool in body["tools"].as_array().unwrap() {
         assert_eq!(tool["function"]["strict"], true, "{tool}");
     }
@@ -142,9 +143,89 @@ fn openai_strict_and_stream_options_reach_the_body() {
     options.stream_usage = false;
     assert!(
         openai::request_body(&request, &options)
+            .unwrap()
             .get("stream_options")
             .is_none()
     );
+}
+
+/// Tags pages: its arguments hold a map, which strict mode cannot express.
+#[tool(untrusted, read_only)]
+fn tag_pages(tags: std::collections::HashMap<String, String>) -> String {
+    format!("{} tags", tags.len())
+}
+
+#[test]
+fn strict_mode_sends_the_strict_schema() {
+    let registry = tools![get_current_weather].unwrap();
+    let request = ModelRequest {
+        system: String::new(),
+        messages: Vec::new(),
+        tools: registry.catalog().to_vec(),
+    };
+    let mut openai_options = openai::RequestOptions::new("gpt-4o");
+    openai_options.strict = true;
+    let mut anthropic_options = anthropic::RequestOptions::new("claude-sonnet-4-5");
+    anthropic_options.strict = true;
+    let openai_body = openai::request_body(&request, &openai_options).unwrap();
+    let anthropic_body = anthropic::request_body(&request, &anthropic_options).unwrap();
+    for schema in [
+        &openai_body["tools"][0]["function"]["parameters"],
+        &anthropic_body["tools"][0]["input_schema"],
+    ] {
+        // The optional `unit` is required and nullable; no other key is allowed.
+        assert_eq!(schema["required"], json!(["location", "unit"]), "{schema}");
+        assert_eq!(schema["additionalProperties"], json!(false), "{schema}");
+        assert_eq!(
+            schema["properties"]["unit"]["type"],
+            json!(["string", "null"]),
+            "{schema}"
+        );
+        assert_eq!(schema["properties"]["location"]["type"], "string");
+    }
+    // Not strict: the schema as the catalog holds it, `unit` optional.
+    let loose = openai::request_body(&request, &openai::RequestOptions::new("gpt-4o")).unwrap();
+    assert_eq!(
+        loose["tools"][0]["function"]["parameters"]["required"],
+        json!(["location"])
+    );
+}
+
+#[test]
+fn a_tool_without_a_strict_schema_fails_a_strict_request_before_anything_is_sent() {
+    let registry = tools![get_weather, tag_pages].unwrap();
+    let request = ModelRequest {
+        system: String::new(),
+        messages: Vec::new(),
+        tools: registry.catalog().to_vec(),
+    };
+    let mut openai_options = openai::RequestOptions::new("gpt-4o");
+    let mut anthropic_options = anthropic::RequestOptions::new("claude-sonnet-4-5");
+    // Without strict mode the map is sent as the catalog holds it.
+    let loose = openai::request_body(&request, &openai_options).unwrap();
+    assert_eq!(
+        loose["tools"][1]["function"]["parameters"]["properties"]["tags"]["additionalProperties"],
+        json!({"type": "string"})
+    );
+    assert!(anthropic::request_body(&request, &anthropic_options).is_ok());
+
+    openai_options.strict = true;
+    anthropic_options.strict = true;
+    for error in [
+        openai::request_body(&request, &openai_options).unwrap_err(),
+        anthropic::request_body(&request, &anthropic_options).unwrap_err(),
+        openai::tools(&request.tools, true).unwrap_err(),
+    ] {
+        match &error {
+            ProviderError::StrictSchema { tool, source } => {
+                assert_eq!(tool, "tag_pages");
+                assert!(matches!(source, StrictSchemaError::Map(at) if at == "arguments.tags"));
+            }
+            other => panic!("expected a strict-schema error, got {other:?}"),
+        }
+        assert_eq!(error.kind(), "strict_schema");
+        assert!(error.to_string().contains("`tag_pages`"), "{error}");
+    }
 }
 
 #[test]
@@ -251,7 +332,7 @@ fn anthropic_request_matches_the_documented_shape() {
     };
     let mut options = anthropic::RequestOptions::new("claude-sonnet-4-5");
     options.max_tokens = 1024;
-    let body = anthropic::request_body(&request, &options);
+    let body = anthropic::request_body(&request, &options).unwrap();
     assert_same_shape(&documented, &body, "");
     assert_eq!(body["system"], "You are a helpful assistant.");
     assert_eq!(body["max_tokens"], 1024);
@@ -262,7 +343,7 @@ fn anthropic_request_matches_the_documented_shape() {
     assert!(body["tools"][0].get("strict").is_none());
     options.strict = true;
     options.stream = true;
-    let body = anthropic::request_body(&request, &options);
+    let body = anthropic::request_body(&request, &options).unwrap();
     assert_eq!(body["tools"][0]["strict"], true);
     assert_eq!(body["stream"], true);
 }

@@ -138,6 +138,7 @@ pub mod __private {
         ToolInput, ToolSpec, Toolbox,
     };
     pub use std::sync::Arc;
+    pub use tooltrust_internals::doc::{DocFragment, doc_join, doc_len, doc_str};
 
     /// Holds when `T` is a closed vocabulary; the bound's diagnostic says why an
     /// instruction tool's parameter must be one.

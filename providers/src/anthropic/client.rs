@@ -70,7 +70,7 @@ impl AnthropicClient {
             model: &self.options.model,
             max_tokens: Some(self.options.max_tokens),
         };
-        let body = request_body(request, &self.options);
+        let body = request_body(request, &self.options)?;
         let assembler = self.options.stream.then(EventAssembler::default);
         self.transport
             .complete(info, &body, assembler, parse_response)

@@ -8,7 +8,7 @@ use tooltrust::registry::CatalogEntry;
 
 use crate::completion::{Completion, Stop, Usage};
 use crate::error::ProviderError;
-use crate::json::{array_at, count_at, optional_string, string_at};
+use crate::json::{array_at, count_at, optional_string, string_at, tool_schema};
 
 /// What a request body says besides the conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,25 +39,26 @@ impl RequestOptions {
     }
 }
 
-/// The `tools` array: `{"name", "description", "input_schema"}` per tool, with
-/// `"strict": true` on each when `strict`.
-pub fn tools(catalog: &[CatalogEntry], strict: bool) -> Value {
-    Value::Array(
-        catalog
-            .iter()
-            .map(|entry| {
-                let mut tool = json!({
-                    "name": entry.name,
-                    "description": entry.description,
-                    "input_schema": entry.schema,
-                });
-                if strict {
-                    tool["strict"] = Value::Bool(true);
-                }
-                tool
-            })
-            .collect(),
-    )
+/// The `tools` array: `{"name", "description", "input_schema"}` per tool. When
+/// `strict`, each carries `"strict": true` and the strict form of its schema
+/// ([`CatalogEntry::strict_schema`]: every object closed with `additionalProperties:
+/// false`, as strict tool use requires); a tool that has none is an error, and nothing
+/// is sent (fail closed).
+pub fn tools(catalog: &[CatalogEntry], strict: bool) -> Result<Value, ProviderError> {
+    catalog
+        .iter()
+        .map(|entry| {
+            let mut tool = json!({
+                "name": entry.name,
+                "description": entry.description,
+                "input_schema": tool_schema(entry, strict)?,
+            });
+            if strict {
+                tool["strict"] = Value::Bool(true);
+            }
+            Ok(tool)
+        })
+        .collect()
 }
 
 /// The `messages` array. Tool answers become `tool_result` blocks of one user message
@@ -116,8 +117,12 @@ fn is_tool_results(message: &Value) -> bool {
 }
 
 /// The whole request body for `POST {base}/v1/messages`: the one place a
-/// [`ModelRequest`] becomes JSON.
-pub fn request_body(request: &ModelRequest, options: &RequestOptions) -> Value {
+/// [`ModelRequest`] becomes JSON. An error (a tool with no strict schema, in strict
+/// mode) means nothing may be sent.
+pub fn request_body(
+    request: &ModelRequest,
+    options: &RequestOptions,
+) -> Result<Value, ProviderError> {
     let mut body = json!({
         "model": options.model,
         "max_tokens": options.max_tokens,
@@ -125,12 +130,12 @@ pub fn request_body(request: &ModelRequest, options: &RequestOptions) -> Value {
         "messages": messages(request),
     });
     if !request.tools.is_empty() {
-        body["tools"] = tools(&request.tools, options.strict);
+        body["tools"] = tools(&request.tools, options.strict)?;
     }
     if options.stream {
         body["stream"] = Value::Bool(true);
     }
-    body
+    Ok(body)
 }
 
 /// Reads a response body: its text blocks and its `tool_use` blocks, its stop reason,

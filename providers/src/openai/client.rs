@@ -83,7 +83,7 @@ impl OpenAiClient {
             model: &self.options.model,
             max_tokens: None,
         };
-        let body = request_body(request, &self.options);
+        let body = request_body(request, &self.options)?;
         let assembler = self.options.stream.then(ChunkAssembler::default);
         self.transport
             .complete(info, &body, assembler, parse_response)

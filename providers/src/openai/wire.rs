@@ -8,7 +8,7 @@ use tooltrust::registry::CatalogEntry;
 
 use crate::completion::{Completion, Stop, Usage};
 use crate::error::ProviderError;
-use crate::json::{array_at, count_at, object_at, optional_string, string_at};
+use crate::json::{array_at, count_at, object_at, optional_string, string_at, tool_schema};
 
 /// What a request body says besides the conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,25 +36,25 @@ impl RequestOptions {
     }
 }
 
-/// The `tools` array: one `{"type": "function", "function": {…}}` per tool, with
-/// `"strict": true` on each when `strict`.
-pub fn tools(catalog: &[CatalogEntry], strict: bool) -> Value {
-    Value::Array(
-        catalog
-            .iter()
-            .map(|entry| {
-                let mut function = json!({
-                    "name": entry.name,
-                    "description": entry.description,
-                    "parameters": entry.schema,
-                });
-                if strict {
-                    function["strict"] = Value::Bool(true);
-                }
-                json!({"type": "function", "function": function})
-            })
-            .collect(),
-    )
+/// The `tools` array: one `{"type": "function", "function": {…}}` per tool. When
+/// `strict`, each carries `"strict": true` and the strict form of its schema
+/// ([`CatalogEntry::strict_schema`]); a tool that has none is an error, and nothing is
+/// sent (fail closed).
+pub fn tools(catalog: &[CatalogEntry], strict: bool) -> Result<Value, ProviderError> {
+    catalog
+        .iter()
+        .map(|entry| {
+            let mut function = json!({
+                "name": entry.name,
+                "description": entry.description,
+                "parameters": tool_schema(entry, strict)?,
+            });
+            if strict {
+                function["strict"] = Value::Bool(true);
+            }
+            Ok(json!({"type": "function", "function": function}))
+        })
+        .collect()
 }
 
 /// The `messages` array: the system message (standing explanation and developer
@@ -90,11 +90,15 @@ pub fn messages(request: &ModelRequest) -> Value {
 }
 
 /// The whole request body for `POST {base}/chat/completions`: the one place a
-/// [`ModelRequest`] becomes JSON.
-pub fn request_body(request: &ModelRequest, options: &RequestOptions) -> Value {
+/// [`ModelRequest`] becomes JSON. An error (a tool with no strict schema, in strict
+/// mode) means nothing may be sent.
+pub fn request_body(
+    request: &ModelRequest,
+    options: &RequestOptions,
+) -> Result<Value, ProviderError> {
     let mut body = json!({"model": options.model, "messages": messages(request)});
     if !request.tools.is_empty() {
-        body["tools"] = tools(&request.tools, options.strict);
+        body["tools"] = tools(&request.tools, options.strict)?;
     }
     if options.stream {
         body["stream"] = Value::Bool(true);
@@ -102,7 +106,7 @@ pub fn request_body(request: &ModelRequest, options: &RequestOptions) -> Value {
             body["stream_options"] = json!({"include_usage": true});
         }
     }
-    body
+    Ok(body)
 }
 
 /// Reads a response body: `choices[0]` (its message, refusal and finish reason), the

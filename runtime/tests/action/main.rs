@@ -8,3 +8,4 @@ mod memory;
 mod registry;
 mod scenarios;
 mod support;
+mod toolbox;
