@@ -15,7 +15,10 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Map;
+/// The JSON value a [`DynamicTool`]'s handler receives (serde_json's), so a crate that
+/// depends on `tooltrust` alone can name it.
+pub use serde_json::Value;
 
 pub use context::{Context, Contexts};
 pub use dynamic::{DynamicTool, DynamicToolBuilder};

@@ -47,6 +47,9 @@ closed!(
     bool, i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize
 );
 
+/// An optional choice is still a choice: absent, or one of `T`'s values.
+impl<T: ClosedVocabulary> ClosedVocabulary for Option<T> {}
+
 /// How deep a schema's references and alternatives are followed before giving up (and
 /// calling the argument free text: fail closed).
 const MAX_DEPTH: usize = 16;
