@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -256,6 +256,73 @@ fn bucket(block: &Block) -> Bucket {
     }
 }
 
+/// What a [`ContextPolicy`] leaves out of a request.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Trim {
+    /// How many of the oldest chat messages to leave out.
+    pub drop: usize,
+    /// A summary of what was left out, shown to the model in their place as a note
+    /// (enveloped as data), if the policy writes one.
+    pub summary: Option<String>,
+}
+
+/// Decides what to leave out of a request whose timeline is over the host's budget.
+/// Only the timeline can be trimmed: the system text (instructions, memories, retrieved
+/// records) always goes whole, and every trim is recorded as
+/// [`Event::ContextTrimmed`](crate::event::Event::ContextTrimmed).
+pub trait ContextPolicy: Send + Sync {
+    /// What to leave out of `messages` (oldest first) so the rest fits `budget` bytes.
+    fn trim(&self, messages: &[ChatMessage], budget: usize) -> Trim;
+}
+
+/// Leaves out the oldest whole exchanges: the request starts at a user message, so a
+/// tool answer is never separated from the call it answers. If even the newest exchange
+/// is over the budget, it goes alone.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DropOldest;
+
+impl ContextPolicy for DropOldest {
+    fn trim(&self, messages: &[ChatMessage], budget: usize) -> Trim {
+        let mut suffix: usize = messages.iter().map(message_bytes).sum();
+        let mut newest_start = 0;
+        for (at, message) in messages.iter().enumerate() {
+            if matches!(message, ChatMessage::User { .. }) {
+                newest_start = at;
+                if suffix <= budget {
+                    break;
+                }
+            }
+            suffix -= message_bytes(message);
+        }
+        Trim {
+            drop: newest_start,
+            summary: None,
+        }
+    }
+}
+
+/// The bytes of text a message puts in a request.
+pub fn message_bytes(message: &ChatMessage) -> usize {
+    match message {
+        ChatMessage::User { content } => content.len(),
+        ChatMessage::Assistant {
+            content,
+            tool_calls,
+        } => {
+            content.as_ref().map_or(0, String::len)
+                + tool_calls
+                    .iter()
+                    .map(|call| call.id.len() + call.name.len() + call.arguments.len())
+                    .sum::<usize>()
+        }
+        ChatMessage::Tool {
+            call_id,
+            name,
+            content,
+        } => call_id.len() + name.len() + content.len(),
+    }
+}
+
 /// Drives a model in one scope.
 ///
 /// Every request is built from the scope's context in the reference's bucket order: the
@@ -268,6 +335,7 @@ pub struct Agent {
     policy: Vec<Instruction>,
     max_turns: usize,
     conversation: Mutex<Conversation>,
+    budget: Option<(usize, Arc<dyn ContextPolicy>)>,
 }
 
 impl Agent {
@@ -278,7 +346,49 @@ impl Agent {
             policy,
             max_turns: 16,
             conversation: Mutex::new(Conversation::default()),
+            budget: None,
         }
+    }
+
+    /// Keeps each request's timeline within `bytes` of message text, leaving out the
+    /// oldest exchanges ([`DropOldest`]).
+    pub fn context_budget(self, bytes: usize) -> Self {
+        self.context_policy(bytes, Arc::new(DropOldest))
+    }
+
+    /// Keeps each request's timeline within `bytes` of message text by `policy`.
+    pub fn context_policy(mut self, bytes: usize, policy: Arc<dyn ContextPolicy>) -> Self {
+        self.budget = Some((bytes, policy));
+        self
+    }
+
+    /// The timeline a request carries: the whole conversation, or what the budget's
+    /// policy keeps of it (recorded).
+    fn timeline(&self, messages: &[ChatMessage]) -> Result<Vec<ChatMessage>, SessionError> {
+        let Some((budget, policy)) = &self.budget else {
+            return Ok(messages.to_vec());
+        };
+        let total: usize = messages.iter().map(message_bytes).sum();
+        if total <= *budget {
+            return Ok(messages.to_vec());
+        }
+        let Trim { drop, summary } = policy.trim(messages, *budget);
+        let drop = drop.min(messages.len());
+        if drop == 0 {
+            return Ok(messages.to_vec());
+        }
+        let bytes = messages[..drop].iter().map(message_bytes).sum();
+        let (scope, budget) = (self.scope.id(), *budget);
+        self.scope
+            .session()
+            .act(|state, events| state.context_trimmed(events, scope, drop, bytes, budget))?;
+        let mut kept = Vec::with_capacity(messages.len() - drop + 1);
+        if let Some(summary) = summary {
+            let content = self.scope.note("context-summary", &summary)?;
+            kept.push(ChatMessage::User { content });
+        }
+        kept.extend_from_slice(&messages[drop..]);
+        Ok(kept)
     }
 
     /// Continues `conversation` (one persisted from an earlier agent on this scope's
@@ -511,7 +621,7 @@ impl Agent {
         for _ in 0..self.max_turns {
             let request = ModelRequest {
                 system: self.prompt_system()?,
-                messages: conversation.messages.clone(),
+                messages: self.timeline(&conversation.messages)?,
                 tools: tools.clone(),
             };
             let span = tracing::info_span!(

@@ -72,6 +72,18 @@ pub enum Event {
         /// What the gate would have done.
         would: crate::gate::Ruling,
     },
+    /// The agent left the oldest timeline messages out of the model's request to stay
+    /// within the host's context budget (instructions are never left out).
+    ContextTrimmed {
+        /// The scope.
+        scope: Id,
+        /// How many chat messages were left out.
+        messages: usize,
+        /// How many bytes they held.
+        bytes: usize,
+        /// The budget, in bytes of message text.
+        budget: usize,
+    },
     /// A `trusted, instruction` tool's output was rendered as trusted data, not as an
     /// instruction: the scope was tainted and an argument of the tool is free text, so
     /// attacker text could have reached its output.

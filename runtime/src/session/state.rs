@@ -279,6 +279,25 @@ impl State {
 
     /// Makes a note's nonces live in scope `scope` (a note is shown to the model but is
     /// not a block of the context), recording what neutralisation changed in it.
+    /// Records that a scope's agent left its oldest messages out of a request.
+    pub(crate) fn context_trimmed(
+        &self,
+        events: &mut Vec<Event>,
+        scope_id: &Id,
+        messages: usize,
+        bytes: usize,
+        budget: usize,
+    ) -> Result<(), SessionError> {
+        self.scope(scope_id)?;
+        events.push(Event::ContextTrimmed {
+            scope: scope_id.clone(),
+            messages,
+            bytes,
+            budget,
+        });
+        Ok(())
+    }
+
     pub(crate) fn note(
         &mut self,
         events: &mut Vec<Event>,

@@ -544,3 +544,94 @@ mod resume {
         }
     }
 }
+
+/// Over the budget, the oldest whole exchanges leave the request (never the system
+/// text), each trim is recorded, and a policy may put a summary in their place.
+#[test]
+fn a_context_budget_trims_the_oldest_exchanges_and_says_so() {
+    use std::sync::Arc;
+    use tooltrust::agent::{ContextPolicy, Trim, message_bytes};
+    use tooltrust::event::{Event, MemoryRecorder};
+
+    struct Summarise;
+    impl ContextPolicy for Summarise {
+        fn trim(&self, messages: &[ChatMessage], _budget: usize) -> Trim {
+            Trim {
+                drop: messages.len() - 1,
+                summary: Some("Earlier, the user asked for definitions.".into()),
+            }
+        }
+    }
+
+    for summarise in [false, true] {
+        let recorder = Arc::new(MemoryRecorder::new());
+        let session = Session::builder(tools![define].unwrap())
+            .recorder(recorder.clone())
+            .build()
+            .unwrap();
+        let scope = session.open_scope(Id::new("agent").unwrap()).unwrap();
+        scope
+            .add_instruction(Instruction::new("Be brief."))
+            .unwrap();
+        let agent = Agent::new(scope, vec![Instruction::new("Define words.")]);
+        let budget = 1_500;
+        let agent = if summarise {
+            agent.context_policy(budget, Arc::new(Summarise))
+        } else {
+            agent.context_budget(budget)
+        };
+        let mut last = None;
+        for (n, word) in ["kettle", "toaster", "blender", "mixer"].iter().enumerate() {
+            let (model, requests) = recording(
+                ScriptedModel::new()
+                    .call("define", &format!(r#"{{"word": "{word}"}}"#))
+                    .answer("Done."),
+            );
+            let question = ask(&format!("q{n}"), &format!("define {word}"));
+            pollster::block_on(agent.run(&model, &question)).unwrap();
+            last = requests.lock().unwrap().last().cloned();
+        }
+        let request = last.unwrap();
+        assert!(
+            request.system.contains("Be brief."),
+            "instructions always go"
+        );
+        assert!(matches!(&request.messages[0], ChatMessage::User { .. }));
+        let shown: usize = request.messages.iter().map(message_bytes).sum();
+        let whole: usize = agent
+            .conversation()
+            .messages
+            .iter()
+            .map(message_bytes)
+            .sum();
+        assert!(whole > budget, "the conversation keeps everything");
+        let trimmed: Vec<_> = recorder
+            .events()
+            .into_iter()
+            .filter_map(|event| match event {
+                Event::ContextTrimmed {
+                    messages,
+                    bytes,
+                    budget,
+                    ..
+                } => Some((messages, bytes, budget)),
+                _ => None,
+            })
+            .collect();
+        assert!(!trimmed.is_empty(), "trims are recorded");
+        assert!(
+            trimmed
+                .iter()
+                .all(|&(messages, bytes, b)| messages > 0 && bytes > 0 && b == budget)
+        );
+        if summarise {
+            let ChatMessage::User { content } = &request.messages[0] else {
+                unreachable!()
+            };
+            assert!(content.contains("Earlier, the user asked for definitions."));
+        } else {
+            assert!(shown <= budget, "{shown} > {budget}");
+            assert!(!format!("{:?}", request.messages).contains("define kettle"));
+        }
+    }
+}
