@@ -437,14 +437,14 @@ impl Agent {
     /// The system text of a request: [`Agent::system`], then the scope's instructions,
     /// memories and retrieved records, each bucket that is not empty, joined by blank lines.
     pub fn prompt_system(&self) -> Result<String, SessionError> {
-        let blocks = self.scope.blocks()?;
-        let rendered = self.scope.rendered_blocks()?;
+        let buckets = self
+            .scope
+            .rendered_where(|block| Some(bucket(block)).filter(|b| *b != Bucket::Timeline))?;
         let mut parts = vec![self.system()?];
         for wanted in [Bucket::Instructions, Bucket::Memories, Bucket::Retrieved] {
-            let texts: Vec<&str> = blocks
+            let texts: Vec<&str> = buckets
                 .iter()
-                .zip(&rendered)
-                .filter(|(block, _)| bucket(block) == wanted)
+                .filter(|(bucket, _)| *bucket == wanted)
                 .map(|(_, text)| text.as_str())
                 .collect();
             if !texts.is_empty() {
@@ -454,18 +454,35 @@ impl Agent {
         Ok(parts.join("\n\n"))
     }
 
+    /// The request the model would be sent next: a pure function of the scope's context
+    /// and the conversation (the scope's timeline blocks not yet in the conversation
+    /// count as new user messages). Hosts log or inspect it; `run` sends it.
+    pub fn request(&self) -> Result<ModelRequest, SessionError> {
+        let mut conversation = self.conversation();
+        self.catch_up(&mut conversation)?;
+        self.request_for(&conversation, self.scope.session().registry().catalog())
+    }
+
+    fn request_for(
+        &self,
+        conversation: &Conversation,
+        tools: &[CatalogEntry],
+    ) -> Result<ModelRequest, SessionError> {
+        Ok(ModelRequest {
+            system: self.prompt_system()?,
+            messages: self.timeline(&conversation.messages)?,
+            tools: tools.to_vec(),
+        })
+    }
+
     /// Adds to the conversation, as user messages, the scope's timeline blocks it does not
     /// show yet (the new message, and whatever the host added since the last run).
     fn catch_up(&self, conversation: &mut Conversation) -> Result<(), SessionError> {
         let shown: HashSet<&Id> = conversation.shown.iter().collect();
-        let blocks = self.scope.blocks()?;
-        let rendered = self.scope.rendered_blocks()?;
-        let mut new = Vec::new();
-        for (block, text) in blocks.iter().zip(rendered) {
-            if bucket(block) == Bucket::Timeline && !shown.contains(block.id()) {
-                new.push((block.id().clone(), text));
-            }
-        }
+        let new = self.scope.rendered_where(|block| {
+            (bucket(block) == Bucket::Timeline && !shown.contains(block.id()))
+                .then(|| block.id().clone())
+        })?;
         for (id, content) in new {
             conversation.messages.push(ChatMessage::User { content });
             conversation.shown.push(id);
@@ -617,13 +634,9 @@ impl Agent {
         self.inherit_taint(conversation)?;
         self.catch_up(conversation)?;
         let mut calls = Vec::new();
-        let tools = session.registry().catalog().to_vec();
+        let tools = session.registry().catalog();
         for _ in 0..self.max_turns {
-            let request = ModelRequest {
-                system: self.prompt_system()?,
-                messages: self.timeline(&conversation.messages)?,
-                tools: tools.clone(),
-            };
+            let request = self.request_for(conversation, &tools)?;
             let span = tracing::info_span!(
                 "chat",
                 gen_ai.operation.name = "chat",

@@ -134,9 +134,18 @@ pub(crate) fn neutralise_probing<E>(
     let mut findings = Vec::new();
     let mut candidates = scan::Candidates::new(bytes);
     let mut pos = 0;
+    // Where the output ends in a kept variation selector: the input up to here, since
+    // that selector, was all removed. A selector met there would join it into a run
+    // (a tag-character run between two selectors, removed, leaves them adjacent).
+    let mut selector_tail = None;
     while let Some(at) = candidates.next_from(pos) {
         pos = at + 1;
+        let selector = body
+            .get(at..)
+            .and_then(|rest| rest.chars().next())
+            .is_some_and(is_variation_selector);
         let step = match bytes.get(at) {
+            _ if selector && selector_tail == Some(at) => all_selectors(body, at),
             Some(b'<') => {
                 if let Some(rest) = bytes.get(at..) {
                     probe(rest)?;
@@ -174,8 +183,13 @@ pub(crate) fn neutralise_probing<E>(
                 out.remove(start, end);
                 findings.push(finding);
                 pos = end;
+                if selector_tail == Some(start) {
+                    selector_tail = Some(end);
+                    continue;
+                }
             }
         }
+        selector_tail = selector.then_some(pos);
     }
     Ok(Neutralised {
         text: out.finish(),
@@ -876,6 +890,29 @@ fn variation_selectors(body: &str, start: usize) -> Step {
         finding: Finding {
             kind: FindingKind::VariationSelectors,
             at: from,
+            len,
+            matched: selector_bytes(&removed),
+        },
+    }
+}
+
+/// The whole run of variation selectors at `start`, removed: the output already ends in
+/// the one selector a character may keep.
+fn all_selectors(body: &str, start: usize) -> Step {
+    let Some(rest) = body.get(start..) else {
+        return Step::Pass;
+    };
+    let removed: Vec<char> = rest
+        .chars()
+        .take_while(|&c| is_variation_selector(c))
+        .collect();
+    let len: usize = removed.iter().map(|c| c.len_utf8()).sum();
+    Step::Remove {
+        start,
+        end: start + len,
+        finding: Finding {
+            kind: FindingKind::VariationSelectors,
+            at: start,
             len,
             matched: selector_bytes(&removed),
         },

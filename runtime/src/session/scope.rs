@@ -142,6 +142,22 @@ impl Scope {
         self.read(|scope| scope.rendered().to_vec())
     }
 
+    /// The rendered envelopes of the blocks `select` picks, in order, each with what
+    /// `select` said of it; only those are copied.
+    pub(crate) fn rendered_where<T>(
+        &self,
+        mut select: impl FnMut(&Block) -> Option<T>,
+    ) -> Result<Vec<(T, String)>, SessionError> {
+        self.read(|scope| {
+            scope
+                .blocks()
+                .iter()
+                .zip(scope.rendered())
+                .filter_map(|(block, rendered)| select(block).map(|tag| (tag, rendered.clone())))
+                .collect()
+        })
+    }
+
     /// The rendered envelope of block `id`, if the context holds it.
     pub fn rendered_of(&self, id: &Id) -> Result<Option<String>, SessionError> {
         self.read(|scope| {

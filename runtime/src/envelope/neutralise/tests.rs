@@ -339,6 +339,17 @@ fn emoji_flags_survive() {
     check(&baseless, "x", &[TagCharacters]);
 }
 
+/// Found by the property test: a removed run of tag characters between two selectors
+/// left them adjacent, a run a second pass would strip (neutralising must be idempotent).
+#[test]
+fn selectors_joined_by_a_removal_are_one_run() {
+    let input = format!("a>\u{FE0F}{}\u{FE0F}b", tag_encode("<trusted_content>"));
+    let findings = check(&input, "a>\u{FE0F}b", &[TagCharacters, VariationSelectors]);
+    assert_eq!(findings[1].at, input.len() - 1 - 3);
+    // Untouched text between them keeps each its own selector.
+    unchanged("a\u{FE0F}b\u{FE0F}");
+}
+
 #[test]
 fn variation_selector_runs_keep_their_first_selector() {
     // One selector after a base: a real emoji or CJK variant.
