@@ -636,7 +636,7 @@ impl Agent {
         let mut calls = Vec::new();
         let tools = session.registry().catalog();
         for _ in 0..self.max_turns {
-            let request = self.request_for(conversation, &tools)?;
+            let request = self.request_for(conversation, tools)?;
             let span = tracing::info_span!(
                 "chat",
                 gen_ai.operation.name = "chat",
