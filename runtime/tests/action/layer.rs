@@ -1018,6 +1018,9 @@ fn decisions_tools_and_reviews_are_traced_without_argument_values() {
         .with_ansi(false)
         .finish();
     tracing::subscriber::with_default(subscriber, || {
+        // Tests on other threads may have registered these callsites, with no subscriber,
+        // while this one was being set: recompute every callsite's interest with it.
+        tracing::callsite::rebuild_interest_cache();
         let (session, _, _) = session_with(Policy::new());
         let scope = session.open_scope(id("agent")).unwrap();
         call(

@@ -536,6 +536,9 @@ fn unknown_tools_render_untrusted_with_exactly_one_warning() {
         .with_writer(move || writer.clone())
         .finish();
     let (known, unknown) = tracing::subscriber::with_default(subscriber, || {
+        // Other tests' threads may have registered the warning's callsite, with no
+        // subscriber, while this one was being set: recompute its interest with it.
+        tracing::callsite::rebuild_interest_cache();
         (
             renderer.tool_output(&registry, &output).unwrap(),
             renderer.tool_output(&empty, &output).unwrap(),
