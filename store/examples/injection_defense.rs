@@ -314,15 +314,17 @@ fn run_with_file_log(dir: Option<PathBuf>) -> Result<(), Box<dyn std::error::Err
     Ok(())
 }
 
+/// A session whose audit chain is the store's.
+fn session_on(location: &Location) -> Result<Session, Box<dyn std::error::Error>> {
+    let recorder = StoreRecorder::open(location.clone(), StoreOptions::default())?;
+    Ok(Session::builder(registry()?)
+        .recorder(Arc::new(recorder))
+        .build()?)
+}
+
 /// The agent's run with its chain in the store and its held calls left there for a person.
 fn run_with_store(location: &Location, flag: &str) -> Result<(), Box<dyn std::error::Error>> {
-    let recorder = Arc::new(StoreRecorder::open(
-        location.clone(),
-        StoreOptions::default(),
-    )?);
-    let session = Session::builder(registry()?)
-        .recorder(recorder.clone())
-        .build()?;
+    let session = session_on(location)?;
     let (scope, transcript) = run_agent(&session)?;
     let author = scope.author()?;
     let context = scope.context()?;
@@ -386,13 +388,7 @@ fn resume(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let runtime = runtime()?;
     let store = runtime.block_on(Store::open(location, StoreOptions::default()))?;
-    let recorder = Arc::new(StoreRecorder::open(
-        location.clone(),
-        StoreOptions::default(),
-    )?);
-    let session = Session::builder(registry()?)
-        .recorder(recorder.clone())
-        .build()?;
+    let session = session_on(location)?;
     let scope = session.open_scope(Id::new(AGENT)?)?;
     scope.add_instruction(instruction())?;
     // The calls this agent made, in any earlier run of it.
