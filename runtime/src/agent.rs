@@ -328,8 +328,11 @@ pub fn message_bytes(message: &ChatMessage) -> usize {
 /// Every request is built from the scope's context in the reference's bucket order: the
 /// system text holds the standing explanation and the developer's policy, then the
 /// scope's instructions, its memories and its retrieved records (each bucket that is not
-/// empty, joined by blank lines); the timeline — messages, the model's own turns, tool
-/// results and gate notes — becomes the chat messages. Run it once at a time.
+/// empty, joined by blank lines); the timeline — messages, thoughts, the model's own
+/// turns, tool results and gate notes — becomes the chat messages. Everything in it is
+/// enveloped except the model's own turns, which come back as the model wrote them,
+/// neutralised ([`Renderer::own_turn`](crate::envelope::Renderer::own_turn)). Run it once
+/// at a time.
 pub struct Agent {
     scope: Scope,
     policy: Vec<Instruction>,
@@ -644,8 +647,13 @@ impl Agent {
                 tooltrust.messages = request.messages.len(),
             );
             let reply = tracing::Instrument::instrument(model.respond(&request), span).await?;
+            // The model's own turn comes back without an envelope, neutralised.
+            let renderer = session.renderer();
             conversation.messages.push(ChatMessage::Assistant {
-                content: reply.content.clone(),
+                content: reply
+                    .content
+                    .as_deref()
+                    .map(|text| renderer.own_turn(text).into_owned()),
                 tool_calls: reply.tool_calls.clone(),
             });
             if reply.tool_calls.is_empty() {

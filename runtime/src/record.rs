@@ -65,6 +65,10 @@ pub enum ThoughtKind {
     SelfReasoning,
     /// A peer agent's reasoning (wrapped in `<peer_agent_output_…>`).
     PeerReasoning,
+    /// Reasoning the provider returned in a form no one can read (an encrypted or signed
+    /// block a provider wants replayed). The prompt shows a fixed summary, never the
+    /// payload, which goes back to the provider by a side channel.
+    OpaqueReasoning,
 }
 
 impl ThoughtKind {
@@ -73,6 +77,7 @@ impl ThoughtKind {
         match self {
             ThoughtKind::SelfReasoning => "self-reasoning",
             ThoughtKind::PeerReasoning => "peer-reasoning",
+            ThoughtKind::OpaqueReasoning => "opaque-reasoning",
         }
     }
 }
@@ -89,6 +94,11 @@ pub struct Thought {
     /// When, as RFC 3339 text, if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    /// The reasoning text.
+    /// The reasoning text; for opaque reasoning, the payload kept for the provider
+    /// (empty when there is none), which the prompt never shows.
     pub content: String,
+    /// For opaque reasoning, the provider format the payload can be replayed to (say
+    /// `anthropic-thinking`), shown as `replayCompatibility="…"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_compatibility: Option<String>,
 }

@@ -13,19 +13,40 @@ pub fn unknown_tool_warning(tool: &str) -> String {
     )
 }
 
-/// The reference's only neutralisation: `<system_instructions` (opener or closer) in a
-/// message body loses its `<`. Model-layer weak by design; sealed mode replaces it.
+/// The reference's only neutralisation: `<system_instructions` or `</system_instructions`
+/// (in any case, as a whole word) in a message body or an own turn loses its `<`.
+/// Model-layer weak by design; sealed mode replaces it.
 pub(crate) fn neutralise_messages(body: &str) -> std::borrow::Cow<'_, str> {
-    const OPENER: &str = "<system_instructions";
-    const CLOSER: &str = "</system_instructions";
-    // One scan for the name both share; most bodies do not hold it.
-    if memchr::memmem::find(body.as_bytes(), b"system_instructions").is_none() {
-        return std::borrow::Cow::Borrowed(body);
+    const NAME: &[u8] = b"system_instructions";
+    let bytes = body.as_bytes();
+    // The tag name at `at` (after `<` or `</`), matched case-insensitively and followed
+    // by a non-word byte or the end (the reference's `\b`).
+    let names_tag = |at: usize| {
+        bytes
+            .get(at..at + NAME.len())
+            .is_some_and(|name| name.eq_ignore_ascii_case(NAME))
+            && bytes
+                .get(at + NAME.len())
+                .is_none_or(|next| !(next.is_ascii_alphanumeric() || *next == b'_'))
+    };
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    for at in memchr::memchr_iter(b'<', bytes) {
+        let name = if bytes.get(at + 1) == Some(&b'/') { at + 2 } else { at + 1 };
+        if names_tag(name) {
+            let out = out.get_or_insert_with(|| String::with_capacity(body.len() + 8));
+            out.push_str(&body[copied..at]);
+            out.push_str("&lt;");
+            copied = at + 1;
+        }
     }
-    std::borrow::Cow::Owned(
-        body.replace(OPENER, "&lt;system_instructions")
-            .replace(CLOSER, "&lt;/system_instructions"),
-    )
+    match out {
+        None => std::borrow::Cow::Borrowed(body),
+        Some(mut out) => {
+            out.push_str(&body[copied..]);
+            std::borrow::Cow::Owned(out)
+        }
+    }
 }
 
 /// Orders third-party records as the reference does: by creation time, then by id in a
@@ -78,6 +99,17 @@ mod tests {
             neutralise_messages("<b>"),
             std::borrow::Cow::Borrowed(_)
         ));
+        // Any case, as a whole word, and only the `<`: the reference's
+        // `/<(\/?system_instructions\b)/gi`.
+        assert_eq!(
+            neutralise_messages("<SYSTEM_Instructions>a</System_instructions"),
+            "&lt;SYSTEM_Instructions>a&lt;/System_instructions"
+        );
+        assert_eq!(
+            neutralise_messages("<system_instructionsX> <system_instructions_2> <system_instructions-1>"),
+            "<system_instructionsX> <system_instructions_2> &lt;system_instructions-1>"
+        );
+        assert_eq!(neutralise_messages("é<system_instructions"), "é&lt;system_instructions");
     }
 
     #[test]

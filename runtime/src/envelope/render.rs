@@ -367,10 +367,15 @@ impl Renderer {
         Ok(rendered)
     }
 
-    /// A reasoning trace; a peer's is wrapped in `<peer_agent_output_…>`.
+    /// A reasoning trace. A peer's is wrapped in `<peer_agent_output_…>` (closed by a
+    /// closer that matches its opener, in compat mode too: the reference closes it with
+    /// `</peer_agent_output_…:peer>`, which no strict reader could pair with its opener,
+    /// and compat does not reproduce that). Opaque reasoning shows the reference's fixed
+    /// summary instead of its payload, with `replayCompatibility` after `createdAt`.
     pub fn thought(&self, thought: &Thought) -> Result<Rendered, RenderError> {
         checked_id("thought", &thought.id)?;
         let sealed = self.key.is_some();
+        let opaque = thought.kind == ThoughtKind::OpaqueReasoning;
         let thought_spec = Spec {
             tier: Tier::Thought,
             identity: &[&thought.id],
@@ -383,14 +388,30 @@ impl Renderer {
                     "createdAt",
                     thought.created_at.as_deref().map(Cow::Borrowed),
                 ),
+                (
+                    "replayCompatibility",
+                    thought
+                        .replay_compatibility
+                        .as_deref()
+                        .filter(|r| opaque && !r.is_empty())
+                        .map(Cow::Borrowed),
+                ),
             ],
             leading_compat: Vec::new(),
             nonce_attr: true,
         };
         let mut rendered = Rendered::empty(Trust::Untrusted);
-        if thought.kind == ThoughtKind::SelfReasoning {
-            self.leaf(&mut rendered, thought_spec, &thought.content, &[])?;
-            return Ok(rendered);
+        match thought.kind {
+            ThoughtKind::SelfReasoning => {
+                self.leaf(&mut rendered, thought_spec, &thought.content, &[])?;
+                return Ok(rendered);
+            }
+            ThoughtKind::OpaqueReasoning => {
+                let summary = opaque_summary(thought);
+                self.leaf(&mut rendered, thought_spec, &summary, &[])?;
+                return Ok(rendered);
+            }
+            ThoughtKind::PeerReasoning => {}
         }
         let peer_spec = Spec {
             tier: Tier::PeerOutput,
@@ -419,6 +440,17 @@ impl Renderer {
         Ok(rendered)
     }
 
+    /// The agent's own earlier turn, as the model is shown it again: no envelope (it is
+    /// the model's own voice), but neutralised like a message body, so that text the
+    /// model echoed from an envelope cannot come back as tag vocabulary. Sealed mode
+    /// neutralises fully; compat mode as the reference does (`<system_instructions`).
+    pub fn own_turn<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        match self.key {
+            Some(_) => neutralise(text).text,
+            None => compat::neutralise_messages(text),
+        }
+    }
+
     /// Memories, in the order given, inside one `<memories>` parent; nothing when empty.
     pub fn memories(&self, memories: &[Memory]) -> Result<Rendered, RenderError> {
         let mut rendered = Rendered::empty(Trust::Untrusted);
@@ -432,13 +464,14 @@ impl Renderer {
             if index > 0 {
                 rendered.text.push('\n');
             }
+            let source = memory.source.as_deref().map(Cow::Borrowed);
             let spec = Spec {
                 tier: Tier::Memory,
                 identity: &[&memory.id],
                 public: &memory.id,
                 attrs: vec![
                     ("id", sealed.then(|| memory.id.as_str().into())),
-                    ("source", memory.source.as_deref().map(Cow::Borrowed)),
+                    ("source", if sealed { source.clone() } else { None }),
                     ("createdAt", memory.created_at.as_deref().map(Cow::Borrowed)),
                     ("kind", memory.kind.as_deref().map(Cow::Borrowed)),
                     (
@@ -446,7 +479,8 @@ impl Renderer {
                         memory.score.map(|score| format_number(score).into()),
                     ),
                 ],
-                leading_compat: Vec::new(),
+                // The reference's current version writes `source` before `nonce`.
+                leading_compat: vec![("source", source)],
                 nonce_attr: true,
             };
             self.leaf(&mut rendered, spec, &memory.content, &["</memories>"])?;
@@ -690,6 +724,18 @@ impl Renderer {
         rendered.nonces.push(nonce);
         Ok(())
     }
+}
+
+/// The fixed body the reference shows for opaque reasoning: it names the replay format
+/// (or `unknown`) when a payload was kept, and says there is none otherwise.
+fn opaque_summary(thought: &Thought) -> String {
+    if thought.content.is_empty() {
+        return "Empty opaque reasoning placeholder.".to_owned();
+    }
+    format!(
+        "The framework has retained an opaque reasoning block of kind \"{}\" for this turn. Its body is not human-readable text and has been forwarded to the upstream provider via a side-channel.",
+        thought.replay_compatibility.as_deref().unwrap_or("unknown")
+    )
 }
 
 /// The closing tag of a block of `tier` keyed by `nonce`.

@@ -4,7 +4,9 @@
 //!
 //! Deliberate differences from the reference, each checked as a refusal: a call whose
 //! arguments the reference would read leniently (duplicate keys, lone surrogates) is
-//! refused, and a body that contains its own live closer is never rendered.
+//! refused, and a body that contains its own live closer is never rendered. One is
+//! checked as a difference: a peer's reasoning is closed by a closer that matches its
+//! opener, where the reference writes `</peer_agent_output_{id}:peer>`.
 
 use serde_json::Value;
 
@@ -223,7 +225,15 @@ pub fn check_envelope(kind: &str, entry: &Value) -> Vec<Mismatch> {
             let kind = match attrs["kind"].as_str() {
                 Some("self-reasoning") => Some(ThoughtKind::SelfReasoning),
                 Some("peer-reasoning") => Some(ThoughtKind::PeerReasoning),
+                Some("opaque-reasoning") => Some(ThoughtKind::OpaqueReasoning),
                 _ => None,
+            };
+            // Opaque reasoning keeps a payload, never shown; the reference's summary
+            // only says whether there is one.
+            let content = match (kind, input.get("payload")) {
+                (Some(ThoughtKind::OpaqueReasoning), Some(payload)) => payload.to_string(),
+                (Some(ThoughtKind::OpaqueReasoning), None) => String::new(),
+                _ => text("content").unwrap_or_default(),
             };
             match kind {
                 Some(kind) => id_of("thought", attrs["nonce"].as_str().unwrap_or_default())
@@ -233,8 +243,12 @@ pub fn check_envelope(kind: &str, entry: &Value) -> Vec<Mismatch> {
                             kind,
                             from: attrs["from"].as_str().unwrap_or_default().to_owned(),
                             created_at: attrs["createdAt"].as_str().map(str::to_owned),
-                            content: text("content").unwrap_or_default(),
+                            content,
+                            replay_compatibility: attrs["replayCompatibility"]
+                                .as_str()
+                                .map(str::to_owned),
                         }))
+                        .map(|text| peer_closer_as_the_reference_writes_it(kind, text))
                     }),
                 None => Err(Failure::Input(format!(
                     "unknown thought kind {}",
@@ -246,12 +260,19 @@ pub fn check_envelope(kind: &str, entry: &Value) -> Vec<Mismatch> {
             let identifier = text("identifier").unwrap_or_default();
             let representation = text("representation").unwrap_or_default();
             let self_identity = text("selfIdentity").unwrap_or_default();
-            let sender = match text("role").as_deref() {
-                Some("user") => Some(Sender::User),
-                Some("assistant") if identifier != self_identity => Some(Sender::Peer),
+            let role = text("role");
+            let own_turn = role.as_deref() == Some("assistant")
+                && (identifier.is_empty() || identifier == self_identity);
+            let sender = match role.as_deref() {
+                Some("user") if !identifier.is_empty() => Some(Sender::User),
+                Some("assistant") if !own_turn => Some(Sender::Peer),
                 _ => None,
             };
             match sender {
+                // The agent's own turn: its text alone, neutralised.
+                None if own_turn => Ok(renderer
+                    .own_turn(&text("content").unwrap_or_default())
+                    .into_owned()),
                 Some(sender) => id_of("message", &text("id").unwrap_or_default()).and_then(|id| {
                     render_text(renderer.message(&Message {
                         id,
@@ -266,7 +287,8 @@ pub fn check_envelope(kind: &str, entry: &Value) -> Vec<Mismatch> {
                     }))
                 }),
                 None => Err(Failure::Input(
-                    "only user and peer messages are rendered as envelopes".to_owned(),
+                    "a timeline message is a user's (with an identity), a peer's or the agent's own"
+                        .to_owned(),
                 )),
             }
         }
@@ -318,6 +340,17 @@ fn render_text(result: Result<crate::envelope::Rendered, RenderError>) -> Result
     result
         .map(|rendered| rendered.text)
         .map_err(Failure::Render)
+}
+
+/// The one closer compat mode does not reproduce (see [`Renderer::thought`]): the
+/// reference closes a peer's reasoning with `</peer_agent_output_{id}:peer>`. The
+/// checker writes it back so that every other byte is still compared.
+fn peer_closer_as_the_reference_writes_it(kind: ThoughtKind, mut text: String) -> String {
+    if kind == ThoughtKind::PeerReasoning {
+        text.pop();
+        text.push_str(":peer>");
+    }
+    text
 }
 
 /// Whether the reference's rendering holds a body that contains a closer of its own

@@ -41,6 +41,28 @@ fn every_envelope_vector_renders_byte_identically() {
 }
 
 #[test]
+fn every_reference_surface_renders_byte_identically() {
+    assert!(assert_all_pass("surfaces.json") >= 9);
+}
+
+#[test]
+fn compat_closes_a_peer_thought_where_it_opened() {
+    let rendered = tooltrust::envelope::Renderer::compat()
+        .thought(&tooltrust::record::Thought {
+            id: tooltrust::Id::new("t-1").unwrap(),
+            kind: tooltrust::record::ThoughtKind::PeerReasoning,
+            from: "planner".into(),
+            created_at: None,
+            content: "plan".into(),
+            replay_compatibility: None,
+        })
+        .unwrap();
+    assert!(rendered.text.ends_with("</thought_t-1>\n</peer_agent_output_t-1>"));
+    let blocks = tooltrust::envelope::parse(&rendered.text).unwrap();
+    assert_eq!(blocks.len(), 1);
+}
+
+#[test]
 fn conformance_notices_a_changed_byte() {
     for file in ["adk-tool-calls.json", "adk-envelopes.json"] {
         for mut entry in entries(file) {
