@@ -32,7 +32,11 @@ pub(crate) fn neutralise_messages(body: &str) -> std::borrow::Cow<'_, str> {
     let mut out: Option<String> = None;
     let mut copied = 0;
     for at in memchr::memchr_iter(b'<', bytes) {
-        let name = if bytes.get(at + 1) == Some(&b'/') { at + 2 } else { at + 1 };
+        let name = if bytes.get(at + 1) == Some(&b'/') {
+            at + 2
+        } else {
+            at + 1
+        };
         if names_tag(name) {
             let out = out.get_or_insert_with(|| String::with_capacity(body.len() + 8));
             out.push_str(&body[copied..at]);
@@ -106,10 +110,15 @@ mod tests {
             "&lt;SYSTEM_Instructions>a&lt;/System_instructions"
         );
         assert_eq!(
-            neutralise_messages("<system_instructionsX> <system_instructions_2> <system_instructions-1>"),
+            neutralise_messages(
+                "<system_instructionsX> <system_instructions_2> <system_instructions-1>"
+            ),
             "<system_instructionsX> <system_instructions_2> &lt;system_instructions-1>"
         );
-        assert_eq!(neutralise_messages("é<system_instructions"), "é&lt;system_instructions");
+        assert_eq!(
+            neutralise_messages("é<system_instructions"),
+            "é&lt;system_instructions"
+        );
     }
 
     #[test]

@@ -244,9 +244,8 @@ pub fn check_envelope(kind: &str, entry: &Value) -> Vec<Mismatch> {
                             from: attrs["from"].as_str().unwrap_or_default().to_owned(),
                             created_at: attrs["createdAt"].as_str().map(str::to_owned),
                             content,
-                            replay_compatibility: attrs["replayCompatibility"]
-                                .as_str()
-                                .map(str::to_owned),
+                            replay_compatibility:
+                                attrs["replayCompatibility"].as_str().map(str::to_owned),
                         }))
                         .map(|text| peer_closer_as_the_reference_writes_it(kind, text))
                     }),

@@ -327,7 +327,9 @@ fn every_surface_reaches_the_request_in_both_modes() {
     use tooltrust::tool::{RetrievedRecord, SourceTier};
     for compat in [false, true] {
         let builder = Session::builder(tools![define].unwrap());
-        let session = if compat { builder.compat() } else { builder }.build().unwrap();
+        let session = if compat { builder.compat() } else { builder }
+            .build()
+            .unwrap();
         let agent = Agent::new(
             session.open_scope(Id::new("agent").unwrap()).unwrap(),
             vec![Instruction::new("Define words.")],
@@ -364,13 +366,25 @@ fn every_surface_reaches_the_request_in_both_modes() {
                 .then(|| "anthropic-thinking".to_owned()),
         };
         scope
-            .add_thought(&thought("t1", ThoughtKind::SelfReasoning, "Look it up first."))
+            .add_thought(&thought(
+                "t1",
+                ThoughtKind::SelfReasoning,
+                "Look it up first.",
+            ))
             .unwrap();
         scope
-            .add_thought(&thought("t2", ThoughtKind::PeerReasoning, "Billing owns refunds."))
+            .add_thought(&thought(
+                "t2",
+                ThoughtKind::PeerReasoning,
+                "Billing owns refunds.",
+            ))
             .unwrap();
         scope
-            .add_thought(&thought("t3", ThoughtKind::OpaqueReasoning, "SIGNED-PAYLOAD"))
+            .add_thought(&thought(
+                "t3",
+                ThoughtKind::OpaqueReasoning,
+                "SIGNED-PAYLOAD",
+            ))
             .unwrap();
         scope
             .add_message(&Message {
@@ -398,10 +412,16 @@ fn every_surface_reaches_the_request_in_both_modes() {
             "kind=\"retrieved-third-party-public\"",
             "Kettles boil water.",
         ] {
-            assert!(system.contains(needle), "{mode}: {needle:?} not in\n{system}");
+            assert!(
+                system.contains(needle),
+                "{mode}: {needle:?} not in\n{system}"
+            );
         }
         if compat {
-            assert!(system.contains("<memory_mem1 source=\"crm\" nonce=\"mem1\""), "{system}");
+            assert!(
+                system.contains("<memory_mem1 source=\"crm\" nonce=\"mem1\""),
+                "{system}"
+            );
         }
         let user_texts: Vec<&str> = request
             .messages
@@ -423,7 +443,10 @@ fn every_surface_reaches_the_request_in_both_modes() {
             "I can take refunds.",
             "define kettle",
         ] {
-            assert!(timeline.contains(needle), "{mode}: {needle:?} not in\n{timeline}");
+            assert!(
+                timeline.contains(needle),
+                "{mode}: {needle:?} not in\n{timeline}"
+            );
         }
         assert!(!timeline.contains("SIGNED-PAYLOAD"), "{mode}: {timeline}");
         for text in &user_texts {
@@ -438,7 +461,10 @@ fn every_surface_reaches_the_request_in_both_modes() {
                 _ => None,
             })
             .collect();
-        let noted = own.iter().find(|t| t.starts_with("Noted.")).expect("own turn");
+        let noted = own
+            .iter()
+            .find(|t| t.starts_with("Noted."))
+            .expect("own turn");
         assert!(!noted.contains('<') || compat, "{mode}: {noted}");
         assert!(
             !noted.to_ascii_lowercase().contains("<system_instructions"),

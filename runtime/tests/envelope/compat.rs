@@ -57,7 +57,11 @@ fn compat_closes_a_peer_thought_where_it_opened() {
             replay_compatibility: None,
         })
         .unwrap();
-    assert!(rendered.text.ends_with("</thought_t-1>\n</peer_agent_output_t-1>"));
+    assert!(
+        rendered
+            .text
+            .ends_with("</thought_t-1>\n</peer_agent_output_t-1>")
+    );
     let blocks = tooltrust::envelope::parse(&rendered.text).unwrap();
     assert_eq!(blocks.len(), 1);
 }
