@@ -706,12 +706,26 @@ impl Renderer {
                 rendered.findings.extend(neutralised.findings);
                 neutralised.text
             }
-            None => {
+            None if matches!(tier, Tier::Message | Tier::PeerOutput) => {
                 refuse_live_closers(tier, body, Some(&nonce), enclosing)?;
-                match tier {
-                    Tier::Message | Tier::PeerOutput => compat::neutralise_messages(body),
-                    _ => Cow::Borrowed(body),
+                compat::neutralise_messages(body)
+            }
+            None => {
+                // Copied as it is checked, a cache-sized chunk at a time, so the body is
+                // read from memory once.
+                let text = &mut rendered.text;
+                let start = text.len();
+                text.reserve(open.len() + body.len() + close.len() + 2);
+                text.push_str(&open);
+                text.push('\n');
+                if let Err(error) = push_checked(text, tier, body, &nonce, enclosing) {
+                    text.truncate(start);
+                    return Err(error);
                 }
+                text.push('\n');
+                text.push_str(&close);
+                rendered.nonces.push(nonce);
+                return Ok(());
             }
         };
         let text = &mut rendered.text;
@@ -761,21 +775,96 @@ fn refuse_live_closers(
 ) -> Result<(), RenderError> {
     let bytes = body.as_bytes();
     for at in memmem::find_iter(bytes, b"</") {
-        let rest = &bytes[at..];
-        if let Some(nonce) = nonce
-            && let Some(keyed) = live_closer_at(rest, nonce)
-        {
-            return Err(live_closer(tier, keyed, nonce));
+        refuse_closer_at(tier, &bytes[at..], nonce, enclosing)?;
+    }
+    Ok(())
+}
+
+/// Refuses `rest` if it starts with a live closer: one keyed by `nonce`, or one of
+/// `enclosing`.
+fn refuse_closer_at(
+    tier: Tier,
+    rest: &[u8],
+    nonce: Option<&str>,
+    enclosing: &[&str],
+) -> Result<(), RenderError> {
+    if let Some(nonce) = nonce
+        && let Some(keyed) = live_closer_at(rest, nonce)
+    {
+        return Err(live_closer(tier, keyed, nonce));
+    }
+    match enclosing
+        .iter()
+        .find(|closer| rest.starts_with(closer.as_bytes()))
+    {
+        Some(closer) => Err(RenderError::LiveCloser {
+            tier: tier.name(),
+            closer: (*closer).to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Appends `body` to `out` and refuses it, as [`refuse_live_closers`] does, if it holds
+/// a live closer; on refusal `out` holds part of the body and the caller cuts it off.
+fn push_checked(
+    out: &mut String,
+    tier: Tier,
+    body: &str,
+    nonce: &str,
+    enclosing: &[&str],
+) -> Result<(), RenderError> {
+    // Small enough to stay in the first-level cache between the copy and the scan.
+    const CHUNK: usize = 8 * 1024;
+    // Past this many hits in a chunk, stopping at every one costs more than a scan for
+    // another byte.
+    const DENSE: usize = 4;
+    let closer_start = memmem::Finder::new(b"</");
+    let bytes = body.as_bytes();
+    let check = |at: usize| refuse_closer_at(tier, &bytes[at..], Some(nonce), enclosing);
+    let mut start = 0;
+    while start < bytes.len() {
+        let mut end = (start + CHUNK).min(bytes.len());
+        while !body.is_char_boundary(end) {
+            end += 1;
         }
-        if let Some(closer) = enclosing
-            .iter()
-            .find(|closer| rest.starts_with(closer.as_bytes()))
-        {
-            return Err(RenderError::LiveCloser {
-                tier: tier.name(),
-                closer: (*closer).to_owned(),
-            });
+        out.push_str(&body[start..end]);
+        // A closer may run past the chunk: each is checked against the whole rest. The
+        // pairs are found by their `/` (one byte past the chunk, for a `<` at its end),
+        // rare in prose and in most code; where slashes are common, by `<`; where both
+        // are, as pairs.
+        let limit = (end + 1).min(bytes.len());
+        let window = start + 1..limit;
+        let mut dense_from = None;
+        for (seen, at) in memchr::memchr_iter(b'/', &bytes[window.clone()]).enumerate() {
+            let less = start + at;
+            if seen == DENSE {
+                dense_from = Some(less);
+                break;
+            }
+            if bytes[less] == b'<' {
+                check(less)?;
+            }
         }
+        if let Some(from) = dense_from {
+            let mut pairs_from = None;
+            for (seen, at) in memchr::memchr_iter(b'<', &bytes[from..end]).enumerate() {
+                let less = from + at;
+                if seen == DENSE {
+                    pairs_from = Some(less);
+                    break;
+                }
+                if bytes.get(less + 1) == Some(&b'/') {
+                    check(less)?;
+                }
+            }
+            if let Some(from) = pairs_from {
+                for at in closer_start.find_iter(&bytes[from..limit]) {
+                    check(from + at)?;
+                }
+            }
+        }
+        start = end;
     }
     Ok(())
 }
@@ -812,6 +901,64 @@ fn format_number(value: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The chunked copy-and-check finds exactly the closers the plain scan finds,
+    /// wherever they sit (across chunk boundaries, among many `<` or `/`, in multi-byte
+    /// text), and copies the body whole when there are none.
+    #[test]
+    fn the_chunked_check_agrees_with_the_plain_scan() {
+        let nonce = "0f3a9c1e";
+        let live = closer(Tier::UntrustedContent, nonce);
+        let enclosing = ["</memories>"];
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let pieces = ["a", "<", "/", "</", "é", "語", "<b>", "</b>", " ", "\n"];
+        for case in 0..400 {
+            let len = 1 + next(30_000);
+            let mut body = String::new();
+            // Some bodies dense in `<` and `/`, others nearly plain.
+            let plain = case % 3 == 0;
+            while body.len() < len {
+                let piece = if plain && next(50) != 0 {
+                    "word "
+                } else {
+                    pieces[next(pieces.len())]
+                };
+                body.push_str(piece);
+            }
+            if case % 2 == 1 {
+                let closer = if case % 4 == 1 {
+                    live.as_str()
+                } else {
+                    enclosing[0]
+                };
+                // Often right at a chunk boundary.
+                let mut at = if next(2) == 0 {
+                    8192 * (1 + next(3)) - next(3)
+                } else {
+                    next(body.len())
+                };
+                at = at.min(body.len());
+                while !body.is_char_boundary(at) {
+                    at -= 1;
+                }
+                body.insert_str(at, closer);
+            }
+            let plain_scan =
+                refuse_live_closers(Tier::UntrustedContent, &body, Some(nonce), &enclosing);
+            let mut out = String::from("head");
+            let chunked = push_checked(&mut out, Tier::UntrustedContent, &body, nonce, &enclosing);
+            assert_eq!(chunked.is_err(), plain_scan.is_err(), "case {case}");
+            if chunked.is_ok() {
+                assert_eq!(&out[4..], body);
+            }
+        }
+    }
 
     #[test]
     fn live_closers_are_recognised_exactly() {
