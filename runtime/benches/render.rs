@@ -1,8 +1,9 @@
 //! Rendering against a plain copy of the body, in the same run (DESIGN §4; issues 4 and 8):
 //!
 //! - a 64 KiB tool result in compat mode (goal ≤ 2.2× a copy: a copy and one scan for
-//!   closers, fused so the body is read from memory once) and in sealed mode, where the body is also neutralised (goal ≤ 3×
-//!   for ordinary English, ≤ 5× for typographic English, `<`-dense code and CJK);
+//!   closers, fused so the body is read from memory once) and in sealed mode, where the
+//!   body is also neutralised (goal ≤ 3× for ordinary English, ≤ 5× for typographic
+//!   English, `<`-dense code and CJK);
 //! - prompts of 10, 1,000 and 100,000 tool results in sealed mode, in ns per byte of
 //!   the prompt: rendering is linear in its bytes when the figure stays flat.
 //!
