@@ -14,7 +14,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tooltrust::block::Block;
+use tooltrust::block::{Block, Origin};
 use tooltrust::envelope::SessionKey;
 use tooltrust::gate::{ArgumentFromTrustedBlock, GateContext, NonceIndex, Ruling, ScopeRole};
 use tooltrust::tool::{
@@ -100,7 +100,12 @@ fn main() {
             } else {
                 Trust::Untrusted
             };
-            Block::data(id, trust, text)
+            // Trusted tool output that does not echo its arguments vouches for a value.
+            let origin = Origin::ToolOutput {
+                tool: "lookup_customer".into(),
+                argument_values: Vec::new(),
+            };
+            Block::data_from(id, trust, text, origin)
         })
         .collect();
     let nonces: Vec<String> = blocks
