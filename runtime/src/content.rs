@@ -161,6 +161,13 @@ impl<T: Serialize> IntoContent for T {
     }
 }
 
+/// Content as it is: for handlers that already decided its kind (a remote server's result).
+impl IntoContent for Content {
+    fn into_content(self) -> Result<Content, String> {
+        Ok(self)
+    }
+}
+
 impl IntoContent for Media {
     fn into_content(self) -> Result<Content, String> {
         Ok(Content::Media(self))

@@ -1,0 +1,52 @@
+//! MCP for tooltrust, on the official Rust SDK (`rmcp`).
+//!
+//! - [`serve`] exposes a session's registry to an MCP client: `tools/list` carries each
+//!   tool's schema, annotations derived from its declaration (`readOnlyHint`,
+//!   `destructiveHint` for consequential tools, `openWorldHint` for untrusted output) and
+//!   the declaration in `_meta.tooltrust`; `tools/call` goes through the scope like the
+//!   agent loop's calls, and answers with the enveloped output, or an error result
+//!   (`isError`) naming the gate's rule and reason.
+//! - [`connect`] takes a remote server's tools as registry tools with the trust *the host*
+//!   declares ([`Declarations`]), never the trust the server claims.
+//!
+//! The core crate stays free of an async runtime; this one brings tokio through rmcp.
+
+#![deny(missing_docs)]
+
+mod connect;
+mod declaration;
+mod serve;
+
+pub use connect::{ConnectError, ConnectOptions, Connection, Remote, RemoteCallError, connect};
+pub use declaration::{Declarations, Declared};
+pub use serve::{ScopeServer, tool_of};
+
+/// Why serving ended with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The MCP handshake failed.
+    #[error("the MCP client did not complete its handshake: {0}")]
+    Handshake(String),
+    /// The connection ended abnormally.
+    #[error("the MCP connection failed: {0}")]
+    Connection(String),
+}
+
+/// Serves `scope`'s session's tools over `transport` until the client disconnects; every
+/// call is made and decided in `scope`, and recorded by its session. Over stdio:
+/// `serve(scope, rmcp::transport::stdio())`.
+pub async fn serve<T, E, A>(scope: tooltrust::Scope, transport: T) -> Result<(), ServeError>
+where
+    T: rmcp::transport::IntoTransport<rmcp::service::RoleServer, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let running = rmcp::ServiceExt::serve(ScopeServer::new(scope), transport)
+        .await
+        .map_err(|error| ServeError::Handshake(error.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map(|_| ())
+        .map_err(|error| ServeError::Connection(error.to_string()))
+}
