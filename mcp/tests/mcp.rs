@@ -274,3 +274,55 @@ async fn remote_tools_take_the_hosts_declarations() {
         "{bare:?}"
     );
 }
+
+/// Serving over streamable HTTP on the loopback interface, and connecting to it: the
+/// upstream's scope and the host's are separate, and the host's declarations rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamable_http_both_ways() {
+    let upstream = Session::builder(tools![lookup_policy, fetch_page, send_email].expect("tools"))
+        .build()
+        .expect("a session");
+    let service = tooltrust_mcp::http_service(upstream, Id::new("upstream").expect("an id"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let address = listener.local_addr().expect("its address");
+    tokio::spawn(async move {
+        let router = axum::Router::new().nest_service("/mcp", service);
+        let _ = axum::serve(listener, router).await;
+    });
+    let transport =
+        rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{address}/mcp"));
+    let remote = connect(transport, &Declarations::new(), ConnectOptions::default())
+        .await
+        .expect("connected over HTTP");
+    let (remote_tools, _connection) = remote.into_tools();
+    let mut builder = Registry::builder();
+    for remote_tool in remote_tools {
+        builder = builder.tool(remote_tool);
+    }
+    let registry = builder.build().expect("a registry");
+    // Nothing declared: every remote tool is untrusted and consequential.
+    for entry in registry.catalog() {
+        assert_eq!(entry.trust, DeclaredTrust::Untrusted, "{}", entry.name);
+        assert_eq!(entry.effects, Effects::Consequential, "{}", entry.name);
+    }
+    let session = Session::builder(registry).build().expect("a session");
+    let scope = session
+        .open_scope(Id::new("host").expect("an id"))
+        .expect("a scope");
+    let policy = scope
+        .call(tooltrust::ToolCall::from_model("lookup_policy", "{}").expect("a call"))
+        .await
+        .expect("decided");
+    let CallOutcome::Ran { block, .. } = policy else {
+        panic!("{policy:?}")
+    };
+    let rendered = scope
+        .rendered_of(&block)
+        .expect("rendered")
+        .expect("a block");
+    // The upstream's own envelope arrives inside the host's untrusted one.
+    assert!(rendered.starts_with("<untrusted_content_"), "{rendered}");
+    assert!(rendered.contains("Refunds within 30 days."), "{rendered}");
+}
