@@ -10,24 +10,46 @@
 //! probability, however the text is cut.
 
 use std::collections::HashSet;
-use std::sync::OnceLock;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use serde_json::{Map, Value};
 
 /// The live nonces of a scope, searchable in one pass over a call's arguments.
+///
+/// A scope gains nonces with every block, and an automaton cannot take more patterns
+/// once built. Rebuilding one over all of them for every call would cost the square of
+/// a long session's nonces, so they are kept in levels, each with its own automaton,
+/// merged like the digits of a binary counter: each level is at least twice the next,
+/// a nonce is rebuilt into a larger level only a logarithmic number of times, and a
+/// search visits a logarithmic number of automata.
 #[derive(Debug, Clone, Default)]
 pub struct NonceIndex {
     nonces: Vec<String>,
     known: HashSet<String>,
-    /// Built on the first search after nonces arrive, not on every arrival: a scope
-    /// gains a nonce per block, and rebuilding each time would cost the square of them.
-    matcher: OnceLock<Option<AhoCorasick>>,
+    levels: Vec<Level>,
+}
+
+/// The fewest hex digits a nonce must project to for the index to look for it. Sealed
+/// nonces have 32; a compat nonce is a public id or checksum, and one as short as `m1`
+/// would match any argument holding a `1`.
+const MIN_PROJECTION: usize = 16;
+
+/// A byte no projection holds (projections are lowercase hex digits).
+const NEVER: u8 = b'x';
+
+/// The automaton of `nonces[first..first + len]`: patterns `2k` and `2k + 1` are nonce
+/// `first + k`'s projection, forwards and reversed. `None` when none could be built (the
+/// nonces are then searched one by one).
+#[derive(Debug, Clone)]
+struct Level {
+    first: usize,
+    len: usize,
+    matcher: Option<AhoCorasick>,
 }
 
 impl NonceIndex {
-    /// Adds nonces; the matcher is rebuilt at the next search, and only if something new
-    /// arrived.
+    /// Adds nonces, as one new level, merged into the levels before it while they are
+    /// not larger than twice it.
     pub fn extend<'a>(&mut self, nonces: impl IntoIterator<Item = &'a String>) {
         let before = self.nonces.len();
         for nonce in nonces {
@@ -35,35 +57,44 @@ impl NonceIndex {
                 self.nonces.push(nonce.clone());
             }
         }
-        if self.nonces.len() != before {
-            self.matcher = OnceLock::new();
+        if self.nonces.len() == before {
+            return;
         }
+        let mut first = before;
+        while let Some(last) = self.levels.last() {
+            if last.len > 2 * (self.nonces.len() - first) {
+                break;
+            }
+            first = last.first;
+            self.levels.pop();
+        }
+        let level = self.level(first);
+        self.levels.push(level);
     }
 
-    /// Patterns `2k` and `2k + 1` are nonce `k`'s projection, forwards and reversed.
-    fn matcher(&self) -> Option<&AhoCorasick> {
-        self.matcher
-            .get_or_init(|| {
-                let patterns: Vec<Vec<u8>> = self
-                    .nonces
-                    .iter()
-                    .flat_map(|nonce| {
-                        let mut forwards = Vec::new();
-                        project(nonce, &mut forwards);
-                        let reversed = forwards.iter().rev().copied().collect();
-                        [forwards, reversed]
-                    })
-                    .collect();
-                (!patterns.is_empty())
-                    .then(|| {
-                        AhoCorasickBuilder::new()
-                            .match_kind(MatchKind::LeftmostFirst)
-                            .build(&patterns)
-                            .ok()
-                    })
-                    .flatten()
+    fn level(&self, first: usize) -> Level {
+        let patterns: Vec<Vec<u8>> = self.nonces[first..]
+            .iter()
+            .flat_map(|nonce| {
+                let mut forwards = Vec::new();
+                project(nonce, &mut forwards);
+                if forwards.len() < MIN_PROJECTION {
+                    // Never matched: an empty pattern would match every argument.
+                    forwards.clear();
+                    forwards.push(NEVER);
+                }
+                let reversed = forwards.iter().rev().copied().collect();
+                [forwards, reversed]
             })
-            .as_ref()
+            .collect();
+        Level {
+            first,
+            len: self.nonces.len() - first,
+            matcher: AhoCorasickBuilder::new()
+                .match_kind(MatchKind::LeftmostFirst)
+                .build(&patterns)
+                .ok(),
+        }
     }
 
     /// The first live nonce found in the arguments, if any.
@@ -80,18 +111,25 @@ impl NonceIndex {
     }
 
     fn find_in(&self, projection: &[u8]) -> Option<&str> {
-        let Some(matcher) = self.matcher() else {
+        self.levels
+            .iter()
+            .find_map(|level| self.find_in_level(level, projection))
+    }
+
+    fn find_in_level(&self, level: &Level, projection: &[u8]) -> Option<&str> {
+        let nonces = &self.nonces[level.first..level.first + level.len];
+        let Some(matcher) = &level.matcher else {
             // No automaton could be built: search the slow way rather than not at all.
-            return self.nonces.iter().map(String::as_str).find(|nonce| {
+            return nonces.iter().map(String::as_str).find(|nonce| {
                 let mut pattern = Vec::new();
                 project(nonce, &mut pattern);
                 let reversed: Vec<u8> = pattern.iter().rev().copied().collect();
-                !pattern.is_empty()
+                pattern.len() >= MIN_PROJECTION
                     && (contains(projection, &pattern) || contains(projection, &reversed))
             });
         };
         let found = matcher.find(projection)?;
-        self.nonces
+        nonces
             .get(found.pattern().as_usize() / 2)
             .map(String::as_str)
     }
@@ -170,6 +208,41 @@ mod tests {
         text.chars()
             .map(|c| char::from_u32(u32::from(c) + 0xFEE0).unwrap_or(c))
             .collect()
+    }
+
+    /// Nonces added one at a time, as a long session adds them, are all found, in few
+    /// levels, exactly as by an index built at once; short public ids are never matched.
+    #[test]
+    fn nonces_added_one_by_one_stay_searchable_in_few_levels() {
+        let nonces: Vec<String> = (0..700u64)
+            .map(|i| format!("{:016x}{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15), i))
+            .collect();
+        let mut one_by_one = NonceIndex::default();
+        for nonce in &nonces {
+            one_by_one.extend([nonce]);
+            assert!(
+                one_by_one.levels.len() <= 12,
+                "{} levels",
+                one_by_one.levels.len()
+            );
+        }
+        let mut at_once = NonceIndex::default();
+        at_once.extend(&nonces);
+        assert_eq!(at_once.levels.len(), 1);
+        for nonce in nonces.iter().step_by(37) {
+            let args = json!({ "body": format!("leak: {}", nonce.to_uppercase()) });
+            assert_eq!(
+                found(&one_by_one, args.clone()).as_deref(),
+                Some(nonce.as_str())
+            );
+            assert_eq!(found(&at_once, args).as_deref(), Some(nonce.as_str()));
+        }
+        assert_eq!(
+            found(&one_by_one, json!({"body": "nothing here, 12345"})),
+            None
+        );
+        let short = index(&["m1", "q", "mem-2"]);
+        assert_eq!(found(&short, json!({"body": "m1 q 1 2 mem-2"})), None);
     }
 
     #[test]

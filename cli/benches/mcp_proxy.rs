@@ -1,0 +1,125 @@
+//! The guarding proxy's added latency per `tools/call` over stdio: an MCP client calls
+//! `tooltrust mcp demo-server`'s `lorem` tool through `tooltrust mcp proxy` (declared
+//! trusted and read-only, so every call runs: checksum, gate, upstream call, envelope,
+//! audit append), against calling the same server directly, in the same run, for 1 KB
+//! and 64 KB results. Goals: a median overhead under 1 ms, and at most 1.5× the direct
+//! call for 64 KB results.
+//!
+//! `cargo bench -p tooltrust-cli --bench mcp_proxy`
+
+#[path = "../../runtime/benches/harness/mod.rs"]
+mod harness;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use harness::Goal;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::json;
+use tokio::process::Command;
+
+const TOOLTRUST: &str = env!("CARGO_BIN_EXE_tooltrust");
+const SINGLE_CALLS: usize = 400;
+
+async fn client(args: &[&str], config: Option<&Path>) -> RunningService<RoleClient, ()> {
+    let mut command = Command::new(TOOLTRUST);
+    command.args(args);
+    if let Some(config) = config {
+        command.arg(config);
+    }
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the server starts");
+    ().serve(transport).await.expect("the handshake")
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = dir.path().join("tooltrust-mcp.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "audit_log = \"audit\"\n\n[[upstream]]\nname = \"demo\"\ncommand = [{TOOLTRUST:?}, \"mcp\", \"demo-server\"]\n\n[upstream.tools]\n\"lorem\" = {{ trust = \"trusted\", read_only = true }}\n"
+        ),
+    )
+    .expect("the config is written");
+    let (direct, proxied) = runtime.block_on(async {
+        (
+            client(&["mcp", "demo-server"], None).await,
+            client(&["mcp", "proxy", "--config"], Some(&config)).await,
+        )
+    });
+    for (label, bytes) in [("1 KB", 1024u64), ("64 KB", 65536)] {
+        let call = |client: &RunningService<RoleClient, ()>, name: &str| {
+            let params = CallToolRequestParams::new(name.to_owned()).with_arguments(
+                json!({"bytes": bytes})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            let result = runtime
+                .block_on(client.call_tool(params))
+                .expect("an answer");
+            assert_ne!(result.is_error, Some(true), "{result:?}");
+            result
+        };
+        let goal = if bytes == 65536 {
+            Goal::AtMost(1.5)
+        } else {
+            Goal::None
+        };
+        let row = harness::compare(
+            &format!("mcp/proxy tools/call, {label} result"),
+            "the upstream called directly",
+            goal,
+            || call(&direct, "lorem"),
+            || call(&proxied, "demo__lorem"),
+        );
+        // Single calls, each side in turn, for the medians' difference and the p99s.
+        let mut times = (Vec::new(), Vec::new());
+        for _ in 0..SINGLE_CALLS {
+            let start = Instant::now();
+            call(&direct, "lorem");
+            times.0.push(start.elapsed());
+            let start = Instant::now();
+            call(&proxied, "demo__lorem");
+            times.1.push(start.elapsed());
+        }
+        let at = |times: &mut Vec<Duration>, q: f64| {
+            times.sort();
+            times[((times.len() - 1) as f64 * q) as usize]
+        };
+        let (direct_median, proxied_median) = (at(&mut times.0, 0.5), at(&mut times.1, 0.5));
+        let overhead = proxied_median.saturating_sub(direct_median);
+        harness::note(&format!(
+            "mcp/proxy, {label}: single calls, median {proxied_median:?} through the proxy against {direct_median:?} direct (overhead {overhead:?}, goal < 1 ms: {}); p99 {:?} against {:?}",
+            if overhead < Duration::from_millis(1) {
+                "met"
+            } else {
+                "MISSED"
+            },
+            at(&mut times.1, 0.99),
+            at(&mut times.0, 0.99),
+        ));
+        if let Some(row) = row {
+            harness::note(&format!(
+                "mcp/proxy, {label}: batch medians {:.0} ns against {:.0} ns",
+                row.subject.median, row.baseline.median
+            ));
+        }
+    }
+    runtime.block_on(async {
+        let _ = direct.cancel().await;
+        let _ = proxied.cancel().await;
+    });
+}
