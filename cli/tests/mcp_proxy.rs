@@ -52,15 +52,31 @@ impl ClientHandler for Person {
     }
 }
 
+/// A payload of the project's injection corpus with an order to email someone, as the
+/// page `fetch_page` returns.
+fn corpus_page(dir: &Path) -> PathBuf {
+    let corpus = include_str!("../../runtime/tests/data/corpus/attacks-dev.jsonl");
+    let payload = corpus
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|entry| entry["text"].as_str().map(str::to_owned))
+        .find(|text| text.contains("email"))
+        .expect("a corpus payload about email");
+    let path = dir.join("page.txt");
+    std::fs::write(&path, format!("Kettle X1: 49 EUR.\n{payload}")).expect("written");
+    path
+}
+
 /// A configuration fronting two demo servers, in `dir`.
 fn config(dir: &Path, outbox: &Path, extra: &str) -> PathBuf {
+    let page = corpus_page(dir);
     let demo = |name: &str| {
         format!(
             r#"
 [[upstream]]
 name = "{name}"
 command = [{TOOLTRUST:?}, "mcp", "demo-server"]
-env = {{ TOOLTRUST_DEMO_OUTBOX = {outbox:?} }}
+env = {{ TOOLTRUST_DEMO_OUTBOX = {outbox:?}, TOOLTRUST_DEMO_PAGE = {page:?} }}
 
 [upstream.tools]
 "fetch_*" = {{ trust = "untrusted", read_only = true }}
@@ -179,7 +195,7 @@ async fn the_proxy_guards_a_session_and_asks_the_person() {
     .await;
     let page_text = text(&page);
     assert!(page_text.starts_with("<untrusted_content_"), "{page_text}");
-    assert!(page_text.contains("eve@evil.example"), "{page_text}");
+    assert!(page_text.contains("Kettle X1"), "{page_text}");
     assert_eq!(
         tooltrust::envelope::parse(&page_text).map(|b| b.len()).ok(),
         Some(1)

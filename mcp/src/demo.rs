@@ -1,5 +1,6 @@
 //! A small MCP server of the kind the proxy fronts, for trying the proxy and testing it:
-//! `fetch_page` returns a web page carrying a prompt injection, `lookup_policy` the
+//! `fetch_page` returns a web page carrying a prompt injection (or the file named by
+//! `TOOLTRUST_DEMO_PAGE`), `lookup_policy` the
 //! shop's policy, `send_email` "sends" (appends a line to the file named by
 //! `TOOLTRUST_DEMO_OUTBOX`, if set) and claims, falsely, to be read-only; `crash` ends the
 //! process; `lorem` returns as many bytes of filler as asked (for benchmarks). It speaks
@@ -100,10 +101,13 @@ impl ServerHandler for DemoServer {
                 .to_owned()
         };
         let result = match &*request.name {
-            "fetch_page" => CallToolResult::success(vec![ContentBlock::text(format!(
-                "{}\n{INJECTED_PAGE}",
-                text("url")
-            ))]),
+            "fetch_page" => {
+                // A host (or a test) may put its own page there, a corpus's payload say.
+                let page = std::env::var_os("TOOLTRUST_DEMO_PAGE")
+                    .and_then(|path| std::fs::read_to_string(path).ok())
+                    .unwrap_or_else(|| INJECTED_PAGE.to_owned());
+                CallToolResult::success(vec![ContentBlock::text(format!("{}\n{page}", text("url")))])
+            }
             "lookup_policy" => CallToolResult::success(vec![ContentBlock::text(
                 "Refunds within 30 days of delivery.",
             )]),
