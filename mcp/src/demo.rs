@@ -106,7 +106,10 @@ impl ServerHandler for DemoServer {
                 let page = std::env::var_os("TOOLTRUST_DEMO_PAGE")
                     .and_then(|path| std::fs::read_to_string(path).ok())
                     .unwrap_or_else(|| INJECTED_PAGE.to_owned());
-                CallToolResult::success(vec![ContentBlock::text(format!("{}\n{page}", text("url")))])
+                CallToolResult::success(vec![ContentBlock::text(format!(
+                    "{}\n{page}",
+                    text("url")
+                ))])
             }
             "lookup_policy" => CallToolResult::success(vec![ContentBlock::text(
                 "Refunds within 30 days of delivery.",

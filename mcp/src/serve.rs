@@ -5,15 +5,14 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tooltrust::gate::Decision;
 use tooltrust::registry::CatalogEntry;
 use tooltrust::review::Verdict;
-use tooltrust::tool::{DeclaredTrust, Effects, OutputKind};
 use tooltrust::{CallOutcome, Id, Scope, ToolCall};
 
 /// Serves one scope's tools to an MCP client. Build it with [`ScopeServer::new`] and run it
@@ -203,35 +202,23 @@ fn refusal(text: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
-/// A catalog entry as an MCP tool: its annotations come from the declaration alone.
+/// A catalog entry as an MCP tool: the runtime's `tools/list` shape
+/// ([`tooltrust::providers::mcp::tool`]), whose annotations come from the declaration
+/// alone.
 pub fn tool_of(entry: &CatalogEntry) -> Tool {
-    let schema = match &entry.schema {
-        Value::Object(schema) => schema.clone(),
-        _ => Map::new(),
-    };
-    let read_only = entry.effects == Effects::ReadOnly;
-    let untrusted = entry.trust == DeclaredTrust::Untrusted;
-    let annotations = ToolAnnotations::new()
-        .read_only(read_only)
-        .destructive(!read_only)
-        .open_world(untrusted);
-    let meta = json!({
-        "tooltrust": {
-            "trust": if untrusted { "untrusted" } else { "trusted" },
-            "effects": if read_only { "read_only" } else { "consequential" },
-            "output": if entry.output == OutputKind::Instruction { "instruction" } else { "data" },
-        }
-    });
-    let mut tool = Tool::new(
-        entry.name.clone(),
-        entry.description.clone(),
-        Arc::new(schema),
-    )
-    .with_annotations(annotations);
-    if let Ok(meta) = serde_json::from_value(meta) {
-        tool = tool.with_meta(meta);
-    }
-    tool
+    serde_json::from_value(tooltrust::providers::mcp::tool(entry)).unwrap_or_else(|_| {
+        // The shape is the runtime's own; should rmcp's model ever refuse it, the tool is
+        // still listed, with no annotation that could overstate it.
+        let schema = match &entry.schema {
+            Value::Object(schema) => schema.clone(),
+            _ => Map::new(),
+        };
+        Tool::new(
+            entry.name.clone(),
+            entry.description.clone(),
+            Arc::new(schema),
+        )
+    })
 }
 
 impl ServerHandler for ScopeServer {

@@ -74,7 +74,7 @@ fn mcp_tools_list_matches_the_documented_shape() {
     assert_same_shape(&documented_tool, weather, "");
     assert_eq!(
         weather["annotations"],
-        json!({"readOnlyHint": true, "openWorldHint": true})
+        json!({"readOnlyHint": true, "destructiveHint": false, "openWorldHint": true})
     );
     let book = ours["tools"]
         .as_array()
@@ -84,6 +84,7 @@ fn mcp_tools_list_matches_the_documented_shape() {
         .unwrap();
     assert_eq!(
         book["annotations"],
-        json!({"readOnlyHint": false, "openWorldHint": false})
+        json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false})
     );
+    assert_eq!(book["_meta"]["tooltrust"]["effects"], "consequential");
 }
