@@ -32,11 +32,17 @@ pub fn run(command: McpCommand) -> Result<(), String> {
             McpCommand::Proxy { config } => {
                 let proxy = tooltrust_mcp::proxy::Proxy::start(&config)
                     .await
-                    .map_err(|error| error.to_string())?;
+                    .map_err(|error| crate::store::describe(&error))?;
                 for (upstream, why) in &proxy.unavailable {
-                    eprintln!("tooltrust: upstream {upstream:?} is unavailable, its tools are unknown: {why}");
+                    eprintln!(
+                        "tooltrust: upstream {upstream:?} is unavailable, its tools are unknown: {}",
+                        crate::store::describe(why.as_ref())
+                    );
                 }
-                proxy.serve_stdio().await.map_err(|error| error.to_string())
+                proxy
+                    .serve_stdio()
+                    .await
+                    .map_err(|error| crate::store::describe(&error))
             }
             McpCommand::DemoServer => {
                 let running = rmcp::ServiceExt::serve(

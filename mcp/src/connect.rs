@@ -15,18 +15,19 @@ use crate::declaration::Declarations;
 #[non_exhaustive]
 pub enum ConnectError {
     /// The MCP handshake failed (the server did not start, or spoke no MCP).
-    #[error("the MCP server did not complete its handshake: {0}")]
-    Handshake(String),
+    #[error("the MCP server did not complete its handshake")]
+    Handshake(#[source] Box<rmcp::service::ClientInitializeError>),
     /// Listing the server's tools failed.
     #[error("the MCP server did not list its tools: {0}")]
     List(#[source] ServiceError),
     /// A remote tool's declaration was refused by the registry's rules.
-    #[error("remote tool `{tool}` cannot be registered: {reason}")]
+    #[error("remote tool `{tool}` cannot be registered")]
     Tool {
         /// The remote tool, as named locally.
         tool: String,
         /// Why.
-        reason: String,
+        #[source]
+        source: tooltrust::registry::RegistryError,
     },
 }
 
@@ -105,7 +106,7 @@ where
     let service = ()
         .serve(transport)
         .await
-        .map_err(|error| ConnectError::Handshake(error.to_string()))?;
+        .map_err(|error| ConnectError::Handshake(Box::new(error)))?;
     let listed = service.list_all_tools().await.map_err(ConnectError::List)?;
     let mut tools = Vec::with_capacity(listed.len());
     for remote in listed {
@@ -137,10 +138,9 @@ where
         if declared.effects == Effects::ReadOnly {
             builder = builder.read_only();
         }
-        let tool = builder.build().map_err(|error| ConnectError::Tool {
-            tool: name,
-            reason: error.to_string(),
-        })?;
+        let tool = builder
+            .build()
+            .map_err(|source| ConnectError::Tool { tool: name, source })?;
         tools.push(tool);
     }
     Ok(Remote { service, tools })

@@ -33,11 +33,11 @@ pub use serve::{ScopeServer, tool_of};
 #[non_exhaustive]
 pub enum ServeError {
     /// The MCP handshake failed.
-    #[error("the MCP client did not complete its handshake: {0}")]
-    Handshake(String),
-    /// The connection ended abnormally.
-    #[error("the MCP connection failed: {0}")]
-    Connection(String),
+    #[error("the MCP client did not complete its handshake")]
+    Handshake(#[source] Box<rmcp::service::ServerInitializeError>),
+    /// The task serving the connection ended abnormally.
+    #[error("the MCP connection failed")]
+    Connection(#[source] tokio::task::JoinError),
 }
 
 /// Serves `scope`'s session's tools over `transport` until the client disconnects; every
@@ -50,12 +50,12 @@ where
 {
     let running = rmcp::ServiceExt::serve(ScopeServer::new(scope), transport)
         .await
-        .map_err(|error| ServeError::Handshake(error.to_string()))?;
+        .map_err(|error| ServeError::Handshake(Box::new(error)))?;
     running
         .waiting()
         .await
         .map(|_| ())
-        .map_err(|error| ServeError::Connection(error.to_string()))
+        .map_err(ServeError::Connection)
 }
 
 /// The same server over streamable HTTP: every MCP session gets a scope of its own in

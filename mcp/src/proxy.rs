@@ -38,26 +38,40 @@ pub enum ProxyError {
         error: ConfigError,
     },
     /// The audit log could not be opened.
-    #[error("cannot open the audit log in {dir}: {error}")]
+    #[error("cannot open the audit log in {dir}")]
     Audit {
         /// Its directory.
         dir: PathBuf,
         /// Why.
-        error: String,
+        #[source]
+        source: tooltrust::audit::AuditError,
     },
-    /// The tools could not form one registry, or the session could not start.
-    #[error("cannot start the session: {0}")]
-    Session(String),
+    /// The upstreams' tools could not form one registry (two with one name, say).
+    #[error("the upstreams' tools do not form one registry")]
+    Registry(#[source] tooltrust::registry::RegistryError),
+    /// The session's key could not be drawn.
+    #[error("cannot start the session")]
+    Key(#[source] tooltrust::envelope::KeyError),
+    /// An id the proxy uses was refused.
+    #[error("an id was refused")]
+    Id(#[source] tooltrust::id::IdError),
+    /// The session's scope could not be opened.
+    #[error("cannot open the session's scope")]
+    Scope(#[source] tooltrust::session::SessionError),
     /// Serving the host failed.
     #[error(transparent)]
     Serve(#[from] crate::ServeError),
 }
 
+/// Why an upstream could not be reached: it could not be started, or its MCP handshake
+/// or tool list failed.
+pub type Unavailable = Box<dyn std::error::Error + Send + Sync>;
+
 /// A proxy ready to serve: its scope's server and the upstream connections it keeps open.
 pub struct Proxy {
     server: ScopeServer,
     /// Upstreams that could not be reached at start, and why (their tools are unknown).
-    pub unavailable: Vec<(String, String)>,
+    pub unavailable: Vec<(String, Unavailable)>,
     _connections: Vec<Connection>,
 }
 
@@ -79,9 +93,9 @@ impl Proxy {
             .parent()
             .unwrap_or(Path::new("."))
             .join(&config.audit_log);
-        let log = AuditLog::open(&dir).map_err(|error| ProxyError::Audit {
+        let log = AuditLog::open(&dir).map_err(|source| ProxyError::Audit {
             dir: dir.clone(),
-            error: error.to_string(),
+            source,
         })?;
         let mut builder = Registry::builder();
         let mut connections = Vec::new();
@@ -103,17 +117,17 @@ impl Proxy {
                     {
                         Ok((transport, _)) => connect(transport, &declarations, options)
                             .await
-                            .map_err(|error| error.to_string()),
-                        Err(error) => Err(format!("cannot start it: {error}")),
+                            .map_err(Unavailable::from),
+                        Err(error) => Err(Unavailable::from(error)),
                     }
                 }
                 Some(Endpoint::Url(url)) => {
                     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
                     connect(transport, &declarations, options)
                         .await
-                        .map_err(|error| error.to_string())
+                        .map_err(Unavailable::from)
                 }
-                None => Err("no endpoint".to_owned()),
+                None => Err(Unavailable::from("the upstream has no endpoint")),
             };
             match connected {
                 Ok(remote) => {
@@ -126,9 +140,7 @@ impl Proxy {
                 Err(error) => unavailable.push((name, error)),
             }
         }
-        let registry = builder
-            .build()
-            .map_err(|error| ProxyError::Session(error.to_string()))?;
+        let registry = builder.build().map_err(ProxyError::Registry)?;
         let mut policy = Policy::new()
             .strict_isolation(config.strict_isolation)
             .observe(config.mode == Mode::Observe);
@@ -139,12 +151,12 @@ impl Proxy {
             .policy(policy)
             .recorder(Arc::new(log))
             .build()
-            .map_err(|error| ProxyError::Session(error.to_string()))?;
-        let id = |text: &str| Id::new(text).map_err(|error| ProxyError::Session(error.to_string()));
+            .map_err(ProxyError::Key)?;
+        let (host, person) = (Id::new("mcp-host"), Id::new("mcp-person"));
         let scope = session
-            .open_scope(id("mcp-host")?)
-            .map_err(|error| ProxyError::Session(error.to_string()))?;
-        let server = ScopeServer::new(scope).ask_about_held_calls(id("mcp-person")?);
+            .open_scope(host.map_err(ProxyError::Id)?)
+            .map_err(ProxyError::Scope)?;
+        let server = ScopeServer::new(scope).ask_about_held_calls(person.map_err(ProxyError::Id)?);
         Ok(Proxy {
             server,
             unavailable,
@@ -161,11 +173,11 @@ impl Proxy {
     pub async fn serve_stdio(self) -> Result<(), ProxyError> {
         let running = rmcp::ServiceExt::serve(self.server, rmcp::transport::stdio())
             .await
-            .map_err(|error| crate::ServeError::Handshake(error.to_string()))?;
+            .map_err(|error| crate::ServeError::Handshake(Box::new(error)))?;
         running
             .waiting()
             .await
-            .map_err(|error| crate::ServeError::Connection(error.to_string()))?;
+            .map_err(crate::ServeError::Connection)?;
         drop(self._connections);
         Ok(())
     }
