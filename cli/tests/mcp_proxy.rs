@@ -434,3 +434,66 @@ async fn an_http_upstream_is_fronted_too() {
     );
     client.cancel().await.expect("the client stops");
 }
+
+/// With a review queue, a held call no client can be asked about waits in the store; a
+/// person approves it with `tooltrust pending approve`, and the same call made again runs,
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_call_is_approved_out_of_band_and_runs_once() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let outbox = dir.path().join("outbox.txt");
+    let config = config(dir.path(), &outbox, "store = \"sqlite:review.db\"");
+    let client = proxy(&config, person(None)).await;
+    let send = send_after_the_page(&client, "ann@example.com", "X1: 49 EUR").await;
+    let held = text(&send);
+    assert_eq!(send.is_error, Some(true), "{held}");
+    let id = held
+        .split("tooltrust pending approve ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no approve command in {held}"))
+        .to_owned();
+    let store = dir.path().join("review.db");
+    let approve = std::process::Command::new(TOOLTRUST)
+        .args([
+            "pending",
+            "approve",
+            &id,
+            "--reviewer",
+            "lead",
+            "--reason",
+            "asked for",
+        ])
+        .arg("--sqlite")
+        .arg(&store)
+        .output()
+        .expect("tooltrust runs");
+    assert!(
+        approve.status.success(),
+        "{}",
+        String::from_utf8_lossy(&approve.stderr)
+    );
+    assert_eq!(sent(&outbox), 0, "approval alone runs nothing");
+    let again = call(
+        &client,
+        "web__send_email",
+        json!({"to": "ann@example.com", "body": "X1: 49 EUR"}),
+    )
+    .await;
+    assert_ne!(again.is_error, Some(true), "{}", text(&again));
+    assert_eq!(sent(&outbox), 1);
+    let third = call(
+        &client,
+        "web__send_email",
+        json!({"to": "ann@example.com", "body": "X1: 49 EUR"}),
+    )
+    .await;
+    assert_eq!(
+        third.is_error,
+        Some(true),
+        "an approval runs once: {}",
+        text(&third)
+    );
+    assert_eq!(sent(&outbox), 1);
+    client.cancel().await.expect("the client stops");
+}

@@ -28,6 +28,11 @@ pub struct ProxyConfig {
     /// The loop breaker: a call whose checksum already ran this many times is denied.
     #[serde(default)]
     pub max_repeats: Option<u32>,
+    /// A review queue for held calls the client cannot be asked about: `sqlite:PATH`
+    /// (relative to the configuration file) or a `postgres://` URL. Without one, such a
+    /// call is only reported held.
+    #[serde(default)]
+    pub store: Option<Spanned<String>>,
     /// The servers the proxy fronts.
     #[serde(default)]
     pub upstream: Vec<Upstream>,
@@ -137,6 +142,14 @@ impl ProxyConfig {
                 },
             }
         })?;
+        if let Some(store) = &config.store
+            && let Err(error) = tooltrust_store::Location::parse(store.get_ref())
+        {
+            return Err(ConfigError {
+                line: Some(line_of(text, store.span().start)),
+                message: format!("key `store`, value {:?}: {error}", store.get_ref()),
+            });
+        }
         let mut names = HashSet::new();
         for upstream in &config.upstream {
             let name = upstream.name.get_ref();
@@ -329,6 +342,11 @@ url = "http://127.0.0.1:9000/mcp"
                 "exactly one",
             ),
             (GOOD.replace("env = {", "colour = 1\nenv = {"), 8, "colour"),
+            (
+                GOOD.replace("strict_isolation = false", "store = \"mysql://x\""),
+                3,
+                "mysql://x",
+            ),
         ];
         for (text, line, needle) in cases {
             let error = ProxyConfig::parse(&text).unwrap_err();

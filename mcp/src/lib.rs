@@ -26,7 +26,7 @@ mod serve;
 
 pub use connect::{ConnectError, ConnectOptions, Connection, Remote, RemoteCallError, connect};
 pub use declaration::{Declarations, Declared};
-pub use serve::{ScopeServer, tool_of};
+pub use serve::{ReviewQueue, ScopeServer, tool_of};
 
 /// Why serving ended with an error.
 #[derive(Debug, thiserror::Error)]

@@ -52,6 +52,9 @@ pub enum ProxyError {
     /// The session's key could not be drawn.
     #[error("cannot start the session")]
     Key(#[source] tooltrust::envelope::KeyError),
+    /// The review queue's store could not be opened.
+    #[error("cannot open the review queue")]
+    Store(#[source] Box<tooltrust_store::StoreError>),
     /// An id the proxy uses was refused.
     #[error("an id was refused")]
     Id(#[source] tooltrust::id::IdError),
@@ -156,7 +159,33 @@ impl Proxy {
         let scope = session
             .open_scope(host.map_err(ProxyError::Id)?)
             .map_err(ProxyError::Scope)?;
-        let server = ScopeServer::new(scope).ask_about_held_calls(person.map_err(ProxyError::Id)?);
+        let mut server =
+            ScopeServer::new(scope).ask_about_held_calls(person.map_err(ProxyError::Id)?);
+        if let Some(store) = &config.store {
+            let (location, flag) = match tooltrust_store::Location::parse(store.get_ref()) {
+                Ok(tooltrust_store::Location::Sqlite(file)) => {
+                    // Relative to the configuration file, like the audit log.
+                    let file = path.parent().unwrap_or(Path::new(".")).join(file);
+                    let flag = format!("--sqlite {}", file.display());
+                    (tooltrust_store::Location::Sqlite(file), flag)
+                }
+                // The URL may hold a password: the model is never shown it.
+                Ok(location) => (location, "--postgres URL".to_owned()),
+                Err(error) => {
+                    return Err(ProxyError::Config {
+                        path: path.to_owned(),
+                        error: ConfigError {
+                            line: None,
+                            message: format!("key `store`: {error}"),
+                        },
+                    });
+                }
+            };
+            let queue = tooltrust_store::Store::open(&location, Default::default())
+                .await
+                .map_err(|source| ProxyError::Store(Box::new(source)))?;
+            server = server.review_queue(crate::ReviewQueue::new(queue, flag));
+        }
         Ok(Proxy {
             server,
             unavailable,

@@ -21,6 +21,27 @@ use tooltrust::{CallOutcome, Id, Scope, ToolCall};
 pub struct ScopeServer {
     scope: Arc<Scope>,
     asker: Option<Id>,
+    queue: Option<Arc<ReviewQueue>>,
+}
+
+/// A review queue for held calls a client cannot be asked about: a person decides them from
+/// any terminal (`tooltrust pending approve ID …`), and an approved call runs, once, when
+/// the same call is made again.
+pub struct ReviewQueue {
+    store: tooltrust_store::Store,
+    /// How the `tooltrust pending` commands name the store (`--sqlite PATH`).
+    flag: String,
+}
+
+impl ReviewQueue {
+    /// A queue in `store`, which `tooltrust pending` reaches with `flag`
+    /// (`--sqlite PATH` or `--postgres URL`).
+    pub fn new(store: tooltrust_store::Store, flag: impl Into<String>) -> Self {
+        ReviewQueue {
+            store,
+            flag: flag.into(),
+        }
+    }
 }
 
 /// A person's answer to "run this held call?", asked through MCP elicitation.
@@ -38,7 +59,16 @@ impl ScopeServer {
         ScopeServer {
             scope: Arc::new(scope),
             asker: None,
+            queue: None,
         }
+    }
+
+    /// Keeps the held calls no one could be asked about in `queue`, and runs an approved
+    /// one when the same call (the same checksum) is made again in a scope of the same
+    /// author.
+    pub fn review_queue(mut self, queue: ReviewQueue) -> Self {
+        self.queue = Some(Arc::new(queue));
+        self
     }
 
     /// Asks the person at the client, through MCP elicitation, whether a held call may
@@ -82,8 +112,15 @@ impl ScopeServer {
                 return refusal(format!("the call was refused before the gate: {error}"));
             }
         };
+        if let Some(queue) = &self.queue {
+            match self.run_approved(queue, &call).await {
+                Ok(Some(outcome)) => return self.shown(&outcome),
+                Ok(None) => {}
+                Err(error) => return refusal(error),
+            }
+        }
         let (tool, args) = (call.tool().to_owned(), call.canonical_args().to_owned());
-        let outcome = match self.scope.call(call).await {
+        let outcome = match self.scope.call(call.clone()).await {
             Ok(outcome) => outcome,
             Err(error) => return refusal(format!("the call could not be made: {error}")),
         };
@@ -97,9 +134,99 @@ impl ScopeServer {
                     Err(error) => return refusal(error),
                 }
             }
+            (CallOutcome::Pending { id, decision }, _, _) if self.queue.is_some() => {
+                return match self.queue_held(&call, &id, &decision).await {
+                    Ok(text) => refusal(text),
+                    Err(error) => refusal(error),
+                };
+            }
             (outcome, _, _) => outcome,
         };
         self.shown(&outcome)
+    }
+
+    /// Puts a held call in the review queue; the text tells how to approve it.
+    async fn queue_held(
+        &self,
+        call: &ToolCall,
+        id: &Id,
+        decision: &Decision,
+    ) -> Result<String, String> {
+        let Some(queue) = &self.queue else {
+            return Err("no review queue".to_owned());
+        };
+        let author = self.scope.author().map_err(|error| error.to_string())?;
+        let mut held = tooltrust_store::PendingCall::new(
+            call,
+            queue.store.tenant().clone(),
+            decision.rule.to_string(),
+            decision.reason.clone(),
+            self.scope.id().clone(),
+            author,
+        );
+        held.id = id.clone();
+        held.context = self.scope.context().ok();
+        queue
+            .store
+            .hold(&held)
+            .await
+            .map_err(|error| format!("the held call could not be queued: {error}"))?;
+        Ok(format!(
+            "held for review as {id} ({}): {}. A person can approve it from any terminal with `tooltrust pending approve {id} --reviewer NAME --reason TEXT {}`; then make the same call again, and it runs once.",
+            decision.rule, decision.reason, queue.flag
+        ))
+    }
+
+    /// Runs `call` if a person approved the same call (same checksum, same author) in
+    /// the queue and no one ran it yet: claimed first, so it runs once however many make
+    /// it; held by this session's gate again and decided by the person's verdict.
+    async fn run_approved(
+        &self,
+        queue: &ReviewQueue,
+        call: &ToolCall,
+    ) -> Result<Option<CallOutcome>, String> {
+        let author = self.scope.author().map_err(|error| error.to_string())?;
+        let filter = tooltrust_store::ListFilter {
+            status: Some(tooltrust_store::PendingStatus::Approved),
+            tool: Some(call.tool().to_owned()),
+            ..Default::default()
+        };
+        let approved = queue
+            .store
+            .list(&filter)
+            .await
+            .map_err(|error| format!("the review queue could not be read: {error}"))?;
+        for candidate in approved {
+            if candidate.checksum != call.checksum() || candidate.author != author {
+                continue;
+            }
+            let Ok(claimed) = queue.store.claim_to_run(&candidate.id).await else {
+                // Claimed by another process first: it runs there.
+                continue;
+            };
+            let outcome = self
+                .scope
+                .call(call.clone())
+                .await
+                .map_err(|error| format!("the call could not be made: {error}"))?;
+            let CallOutcome::Pending { id, .. } = outcome else {
+                // Not held this time (a clean session): the gate's own decision stands.
+                return Ok(Some(outcome));
+            };
+            let reviewer = claimed.decided_by.ok_or("the approval names no reviewer")?;
+            let reason = claimed.decision_reason.unwrap_or_default();
+            self.scope
+                .session()
+                .decide_call(&id, reviewer, Verdict::approve(reason))
+                .map_err(|error| format!("the approval could not be recorded: {error}"))?;
+            return self
+                .scope
+                .run_pending(&id)
+                .await
+                .map(Some)
+                .map_err(|error| format!("the approved call could not run: {error}"));
+        }
+        Ok(None)
     }
 
     /// Puts a held call to the person at the client; runs it once if they approve.
