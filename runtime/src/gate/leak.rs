@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use serde_json::{Map, Value};
 
 /// The live nonces of a scope, searchable in one pass over a call's arguments.
@@ -33,6 +33,9 @@ pub struct NonceIndex {
 /// nonces have 32; a compat nonce is a public id or checksum, and one as short as `m1`
 /// would match any argument holding a `1`.
 const MIN_PROJECTION: usize = 16;
+
+/// Patterns (two per nonce) under which a level is a contiguous NFA rather than a DFA.
+const SMALL_LEVEL: usize = 128;
 
 /// A byte no projection holds (projections are lowercase hex digits).
 const NEVER: u8 = b'x';
@@ -92,6 +95,9 @@ impl NonceIndex {
             len: self.nonces.len() - first,
             matcher: AhoCorasickBuilder::new()
                 .match_kind(MatchKind::LeftmostFirst)
+                // A small level is rebuilt often (every arrival makes one): a DFA's
+                // tables cost more to build than they save on a few patterns.
+                .kind((patterns.len() < SMALL_LEVEL).then_some(AhoCorasickKind::ContiguousNFA))
                 .build(&patterns)
                 .ok(),
         }
