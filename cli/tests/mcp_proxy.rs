@@ -497,3 +497,63 @@ async fn a_held_call_is_approved_out_of_band_and_runs_once() {
     assert_eq!(sent(&outbox), 1);
     client.cancel().await.expect("the client stops");
 }
+
+/// A client that goes away in the middle of a call loses nothing that was recorded: the
+/// decision is in the audit log before the call runs, the log verifies, and the next proxy
+/// opens it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_disconnects_mid_call_loses_nothing_recorded() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let outbox = dir.path().join("outbox.txt");
+    let config = config(dir.path(), &outbox, "");
+    let client = proxy(&config, person(None)).await;
+    let slow = {
+        let params = CallToolRequestParams::new("web__wait")
+            .with_arguments(json!({"ms": 2000}).as_object().cloned().unwrap_or_default());
+        let peer = client.peer().clone();
+        tokio::spawn(async move { peer.call_tool(params).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    client.cancel().await.expect("the client goes away");
+    let _ = slow.await;
+    let log = dir.path().join("audit").join("audit.jsonl");
+    // The proxy may still be writing its last entries as it stops.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let verified = loop {
+        let verified = std::process::Command::new(TOOLTRUST)
+            .args(["audit", "verify"])
+            .arg(&log)
+            .output()
+            .expect("tooltrust runs");
+        if verified.status.success() || Instant::now() > deadline {
+            break verified;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+    let entries = std::fs::read_to_string(&log).expect("the log");
+    assert!(entries.contains("web__wait"), "the decision was recorded");
+    // The next session opens the same log, once the first proxy has let it go.
+    let next = loop {
+        let mut command = Command::new(TOOLTRUST);
+        command.args(["mcp", "proxy", "--config"]).arg(&config);
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the proxy starts");
+        match person(None).serve(transport).await {
+            Ok(client) => break client,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "the log stayed locked: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let policy = call(&next, "web__lookup_policy", json!({})).await;
+    assert_ne!(policy.is_error, Some(true), "{}", text(&policy));
+    next.cancel().await.expect("the client stops");
+}

@@ -1,10 +1,10 @@
 //! A small MCP server of the kind the proxy fronts, for trying the proxy and testing it:
 //! `fetch_page` returns a web page carrying a prompt injection (or the file named by
-//! `TOOLTRUST_DEMO_PAGE`), `lookup_policy` the
-//! shop's policy, `send_email` "sends" (appends a line to the file named by
-//! `TOOLTRUST_DEMO_OUTBOX`, if set) and claims, falsely, to be read-only; `crash` ends the
-//! process; `lorem` returns as many bytes of filler as asked (for benchmarks). It speaks
-//! MCP with no tooltrust in it: its results are raw text.
+//! `TOOLTRUST_DEMO_PAGE`), `lookup_policy` the shop's policy, `send_email` "sends"
+//! (appends a line to the file named by `TOOLTRUST_DEMO_OUTBOX`, if set) and claims,
+//! falsely, to be read-only; `crash` ends the process; `lorem` returns as many bytes of
+//! filler as asked and `wait` answers late (for benchmarks and tests). It speaks MCP with
+//! no tooltrust in it: its results are raw text.
 
 use std::io::Write;
 
@@ -85,6 +85,16 @@ impl ServerHandler for DemoServer {
                 })),
             )
             .with_annotations(ToolAnnotations::new().read_only(true)),
+            Tool::new(
+                "wait",
+                "Answers after `ms` milliseconds.",
+                schema(json!({
+                    "type": "object",
+                    "properties": {"ms": {"type": "integer", "minimum": 0, "maximum": 60000}},
+                    "required": ["ms"]
+                })),
+            )
+            .with_annotations(ToolAnnotations::new().read_only(true)),
         ]))
     }
 
@@ -132,6 +142,15 @@ impl ServerHandler for DemoServer {
                 CallToolResult::success(vec![ContentBlock::text(format!("sent to {to}"))])
             }
             "crash" => std::process::exit(3),
+            "wait" => {
+                let ms = args
+                    .get("ms")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+                    .min(60_000);
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                CallToolResult::success(vec![ContentBlock::text(format!("waited {ms} ms"))])
+            }
             "lorem" => {
                 let bytes = args
                     .get("bytes")
