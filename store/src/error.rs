@@ -167,6 +167,9 @@ pub enum HoldError {
         /// The checksum of the tool and arguments.
         computed: String,
     },
+    /// `declaration` is given but is not the JSON text of an object.
+    #[error("call {0}: its declaration must be the JSON text of an object")]
+    BadDeclaration(Id),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

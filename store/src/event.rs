@@ -42,6 +42,20 @@ pub enum StoreEvent<'a> {
         /// Why it was refused.
         refusal: &'a str,
     },
+    /// A reviewer had a quarantined output decrypted for review (recorded before the
+    /// plaintext is shown).
+    QuarantineOpenedForReview {
+        /// The held call under review.
+        call: &'a Id,
+        /// The output's key.
+        key: &'a Id,
+        /// The copy's reader.
+        reader: &'a Id,
+        /// The scope that produced it.
+        target: &'a Id,
+        /// Who asked.
+        reviewer: &'a Id,
+    },
     /// An approved call was claimed to run (it runs once).
     CallClaimed {
         /// The call.

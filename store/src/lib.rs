@@ -8,7 +8,8 @@
 //! - The audit chain ([`Store::append`], [`Store::verify_chain`]) holds entries in the
 //!   file log's exact format (`tooltrust::audit`), one chain per tenant, serialised by
 //!   the database and group-committed within a process. [`StoreRecorder`] records the
-//!   runtime's events into it from synchronous code.
+//!   runtime's events into it from synchronous code; [`Store::chain_entries`] reads it
+//!   back, newest first, searched.
 //! - The review queue ([`Store::hold`], [`Store::list`], [`Store::decide`],
 //!   [`Store::claim_to_run`], [`Store::wait_decision`]) holds calls for a person,
 //!   enforces separation of powers, records every decision in the chain, and lets an
@@ -27,6 +28,7 @@ mod chain;
 mod clock;
 mod conversation;
 mod engine;
+mod entries;
 mod error;
 mod event;
 mod location;
@@ -39,6 +41,7 @@ mod store;
 
 pub use conversation::Conversation;
 pub use engine::Engine;
+pub use entries::{ChainEntry, EntryFilter};
 pub use error::{
     ChainError, ClaimError, ConversationError, DecideError, HoldError, StoreError, WaitError,
 };

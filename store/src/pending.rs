@@ -17,6 +17,7 @@ use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 use tooltrust::audit::Body;
 use tooltrust::call::Checksum;
 use tooltrust::canonical::canonical_json;
+use tooltrust::registry::CatalogEntry;
 use tooltrust::{Id, ToolCall};
 
 use crate::appender::{Done, Work};
@@ -102,6 +103,9 @@ pub struct PendingCall {
     pub principal_request: Option<String>,
     /// The context that led to the call (for the reviewer; may hold untrusted text).
     pub context: Option<String>,
+    /// The declaration of the tool it names, as canonical JSON (see
+    /// [`declared`](Self::declared)), if the host records it.
+    pub declaration: Option<String>,
     /// Where it stands.
     pub status: PendingStatus,
     /// When it was held (set by [`Store::hold`]).
@@ -138,12 +142,32 @@ impl PendingCall {
             author,
             principal_request: None,
             context: None,
+            declaration: None,
             status: PendingStatus::Pending,
             created_at: String::new(),
             decided_by: None,
             decision_reason: None,
             decided_at: None,
         }
+    }
+}
+
+impl PendingCall {
+    /// Records the declaration of the tool the call names, from the registry's
+    /// catalog: `{"description", "effects", "output", "trust"}` as canonical JSON, with
+    /// the words MCP's `_meta.tooltrust` uses (`trusted`/`untrusted`,
+    /// `read_only`/`consequential`, `data`/`instruction`).
+    pub fn declared(mut self, entry: &CatalogEntry) -> PendingCall {
+        let listed = tooltrust::providers::mcp::tool(entry);
+        let mut declaration = listed
+            .pointer("/_meta/tooltrust")
+            .cloned()
+            .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new()));
+        if let Some(fields) = declaration.as_object_mut() {
+            fields.insert("description".into(), entry.description.clone().into());
+        }
+        self.declaration = Some(canonical_json(&declaration));
+        self
     }
 }
 
@@ -187,7 +211,8 @@ impl Default for WaitOptions {
 
 /// The columns of a call, in the order [`from_row`] reads them.
 const COLUMNS: &str = "id, tenant, tool, args, checksum, rule, reason, scope, author, \
-    principal_request, context, status, created_at, decided_by, decision_reason, decided_at";
+    principal_request, context, status, created_at, decided_by, decision_reason, decided_at, \
+    declaration";
 
 /// The PostgreSQL channel that carries the ids of decided calls.
 pub(crate) const DECISIONS_CHANNEL: &str = "tooltrust_decisions";
@@ -213,7 +238,7 @@ impl Store {
         stored.created_at = clock::now();
         let inserted = sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO pending_call ({COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, NULL, NULL) \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, NULL, NULL, $14) \
              ON CONFLICT (id) DO NOTHING"
         )))
         .bind(stored.id.as_str())
@@ -229,6 +254,7 @@ impl Store {
         .bind(stored.context.as_deref())
         .bind(PendingStatus::Pending.as_str())
         .bind(stored.created_at.as_str())
+        .bind(stored.declaration.as_deref())
         .execute(self.pool())
         .await
         .map_err(|e| self.engine().error(HOLD, e))?;
@@ -453,6 +479,14 @@ fn check_held(call: &PendingCall) -> Result<(), HoldError> {
             computed: parsed.checksum().to_hex(),
         });
     }
+    if let Some(declaration) = &call.declaration
+        && !matches!(
+            serde_json::from_str::<serde_json::Value>(declaration),
+            Ok(serde_json::Value::Object(_))
+        )
+    {
+        return Err(HoldError::BadDeclaration(call.id.clone()));
+    }
     Ok(())
 }
 
@@ -666,5 +700,6 @@ fn from_row(row: &AnyRow) -> Result<PendingCall, StoreError> {
             .transpose()?,
         decision_reason: optional(14, "decision_reason")?,
         decided_at: optional(15, "decided_at")?,
+        declaration: optional(16, "declaration")?,
     })
 }

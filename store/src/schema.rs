@@ -22,14 +22,21 @@ pub(crate) struct Migration {
 }
 
 /// Every version, oldest first. Never edit an entry that has shipped: add a new one.
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    sqlite: include_str!("../migrations/sqlite/0001_initial.sql"),
-    postgres: include_str!("../migrations/postgres/0001_initial.sql"),
-}];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        sqlite: include_str!("../migrations/sqlite/0001_initial.sql"),
+        postgres: include_str!("../migrations/postgres/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        sqlite: include_str!("../migrations/sqlite/0002_declaration.sql"),
+        postgres: include_str!("../migrations/postgres/0002_declaration.sql"),
+    },
+];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 impl Migration {
     fn sql(&self, engine: Engine) -> &'static str {

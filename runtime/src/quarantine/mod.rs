@@ -16,7 +16,7 @@ use crate::random::RandomError;
 mod store;
 
 #[cfg(feature = "encryption")]
-pub use store::{EncryptedStore, Kek};
+pub use store::{EncryptedStore, Kek, open_sealed, seal};
 
 /// Where a quarantined output stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

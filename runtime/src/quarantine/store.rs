@@ -189,33 +189,14 @@ impl EncryptedStore {
 
 impl QuarantineStore for EncryptedStore {
     fn put(&self, key: &Id, target: &Id, reader: &Id, bytes: &[u8]) -> Result<(), QuarantineError> {
-        let mut data_key = Zeroizing::new([0u8; 32]);
-        random::fill(data_key.as_mut())?;
-        let data_nonce = random::bytes::<NONCE_LEN>()?;
-        let ciphertext = XChaCha20Poly1305::new(<&Key>::from(&*data_key))
-            .encrypt(
-                &XNonce::from(data_nonce),
-                Payload {
-                    msg: bytes,
-                    aad: &associated_data(Purpose::Output, key, target, reader),
-                },
-            )
-            .map_err(QuarantineError::Encrypt)?;
         let kek = self.kek.read().unwrap_or_else(PoisonError::into_inner);
-        let (wrap_nonce, wrapped_key) = wrap_key(&kek, &data_key, key, target, reader)?;
-        let sealed = Sealed {
-            kek_id: kek.id(),
-            target: target.clone(),
-            wrap_nonce,
-            wrapped_key,
-            data_nonce,
-            ciphertext,
-        };
+        let sealed = seal(&kek, bytes, key, target, reader)?;
+        drop(kek);
         let path = self.path_of(key, reader);
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir).map_err(|e| storage("create", dir, e))?;
         }
-        write_copy(&path, &sealed.to_bytes())
+        write_copy(&path, &sealed)
     }
 
     fn open(
@@ -237,29 +218,77 @@ impl QuarantineStore for EncryptedStore {
             }
             Err(error) => return Err(storage("read", &path, error)),
         };
-        let sealed = Sealed::parse(&bytes, key, reader)?;
-        if sealed.target != *target {
-            return Err(tampered(key, reader));
-        }
         let kek = self.kek.read().unwrap_or_else(PoisonError::into_inner);
-        if sealed.kek_id != kek.id() {
-            return Err(QuarantineError::WrongKek {
-                key: key.clone(),
-                reader: reader.clone(),
-            });
-        }
-        let data_key = unwrap_key(&kek, &sealed, key, target, reader)?;
-        drop(kek);
-        XChaCha20Poly1305::new(<&Key>::from(&*data_key))
-            .decrypt(
-                &XNonce::from(sealed.data_nonce),
-                Payload {
-                    msg: &sealed.ciphertext,
-                    aad: &associated_data(Purpose::Output, key, target, reader),
-                },
-            )
-            .map_err(|_| tampered(key, reader))
+        open_sealed(&kek, &bytes, key, target, reader)
     }
+}
+
+/// Seals `bytes` of output `key` (produced by scope `target`) for `reader` under `kek`:
+/// the bytes [`EncryptedStore`] writes to a file, and a database store keeps in a row.
+pub fn seal(
+    kek: &Kek,
+    bytes: &[u8],
+    key: &Id,
+    target: &Id,
+    reader: &Id,
+) -> Result<Vec<u8>, QuarantineError> {
+    let mut data_key = Zeroizing::new([0u8; 32]);
+    random::fill(data_key.as_mut())?;
+    let data_nonce = random::bytes::<NONCE_LEN>()?;
+    let ciphertext = XChaCha20Poly1305::new(<&Key>::from(&*data_key))
+        .encrypt(
+            &XNonce::from(data_nonce),
+            Payload {
+                msg: bytes,
+                aad: &associated_data(Purpose::Output, key, target, reader),
+            },
+        )
+        .map_err(QuarantineError::Encrypt)?;
+    let (wrap_nonce, wrapped_key) = wrap_key(kek, &data_key, key, target, reader)?;
+    Ok(Sealed {
+        kek_id: kek.id(),
+        target: target.clone(),
+        wrap_nonce,
+        wrapped_key,
+        data_nonce,
+        ciphertext,
+    }
+    .to_bytes())
+}
+
+/// Opens a copy [`seal`] made, under `kek`: the plaintext, or why not (another KEK, or
+/// bytes changed or moved from another output, target or reader).
+///
+/// This is decryption without a session's [`Grant`]: for a host that holds the KEK
+/// itself, such as a review console decrypting for a person, which must record the
+/// decryption in the audit chain before it shows anything.
+pub fn open_sealed(
+    kek: &Kek,
+    bytes: &[u8],
+    key: &Id,
+    target: &Id,
+    reader: &Id,
+) -> Result<Vec<u8>, QuarantineError> {
+    let sealed = Sealed::parse(bytes, key, reader)?;
+    if sealed.target != *target {
+        return Err(tampered(key, reader));
+    }
+    if sealed.kek_id != kek.id() {
+        return Err(QuarantineError::WrongKek {
+            key: key.clone(),
+            reader: reader.clone(),
+        });
+    }
+    let data_key = unwrap_key(kek, &sealed, key, target, reader)?;
+    XChaCha20Poly1305::new(<&Key>::from(&*data_key))
+        .decrypt(
+            &XNonce::from(sealed.data_nonce),
+            Payload {
+                msg: &sealed.ciphertext,
+                aad: &associated_data(Purpose::Output, key, target, reader),
+            },
+        )
+        .map_err(|_| tampered(key, reader))
 }
 
 impl fmt::Debug for EncryptedStore {

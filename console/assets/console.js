@@ -1,0 +1,33 @@
+// Live updates for the review console; every page works without this file.
+// When the queue changes (a call held or decided, here or in any other process), the
+// parts of the page marked data-live-part are fetched again and replaced. Only markup
+// the server rendered (and escaped) is inserted; nothing is evaluated.
+(function () {
+  "use strict";
+  var parts = document.querySelectorAll("[data-live-part]");
+  if (!parts.length || !window.EventSource) { return; }
+  var last = null;
+  var source = new EventSource("/events");
+  source.addEventListener("queue", function (event) {
+    if (last === null) { last = event.data; return; }
+    if (event.data === last) { return; }
+    last = event.data;
+    refresh();
+  });
+  function refresh() {
+    fetch(window.location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+      .then(function (response) { return response.ok ? response.text() : null; })
+      .then(function (text) {
+        if (text === null) { return; }
+        var fresh = new DOMParser().parseFromString(text, "text/html");
+        document.querySelectorAll("[data-live-part]").forEach(function (part) {
+          var next = fresh.getElementById(part.id);
+          if (next && next.innerHTML !== part.innerHTML) {
+            part.replaceWith(document.importNode(next, true));
+            document.body.setAttribute("data-updated", String(Date.now()));
+          }
+        });
+      })
+      .catch(function () { /* the next change tries again */ });
+  }
+})();

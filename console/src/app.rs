@@ -1,0 +1,830 @@
+//! The console's routes: the queue, one held call and its decision, the audit chain,
+//! live updates, sign-in, and the guards every request passes (host, origin, CSRF,
+//! rate limits, security headers).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Form, Path, Query, Request, State};
+use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use axum::http::{Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use futures_util::Stream;
+use serde::Deserialize;
+use tooltrust::Id;
+use tooltrust::quarantine::Kek;
+use tooltrust_store::{
+    ChainError, DecideError, EntryFilter, ListFilter, PendingCall, PendingStatus, Store, StoreEvent,
+};
+
+use crate::access::Access;
+use crate::context;
+use crate::csrf::{CsrfKey, random_hex};
+use crate::limits::Limiter;
+use crate::pages::{self, AuditView, CallView, Decidable, Frame, Notice, Quarantined, QueueQuery};
+use crate::sessions::{COOKIE, SESSION_TTL, Sessions};
+
+/// Every response's Content-Security-Policy: scripts and styles only from the
+/// console's own embedded files, nothing inline, nothing framed, forms only to itself.
+pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
+    img-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
+
+/// How many queue entries and chain entries a page shows.
+const PAGE: u32 = 200;
+
+/// Sign-in attempts per reviewer name, and for the whole console, per minute.
+const LOGINS_PER_NAME: u32 = 10;
+const LOGINS_IN_ALL: u32 = 60;
+
+/// The console's state, shared by every request.
+pub(crate) struct App {
+    pub(crate) store: Store,
+    pub(crate) access: Access,
+    pub(crate) csrf: CsrfKey,
+    pub(crate) sessions: Sessions,
+    pub(crate) decisions: Limiter,
+    pub(crate) logins: Limiter,
+    /// A second window over every name, so many names cannot multiply the attempts.
+    pub(crate) logins_all: Limiter,
+    /// The Host headers a loopback console answers to (DNS rebinding); `None`: any.
+    pub(crate) hosts: Option<Vec<String>>,
+    /// Served over TLS (cookies are `Secure`, origins `https`).
+    pub(crate) tls: bool,
+    pub(crate) kek: Option<Kek>,
+    /// How often live views look at the queue.
+    pub(crate) poll: Duration,
+}
+
+impl App {
+    pub(crate) fn new(
+        store: Store,
+        access: Access,
+        decisions_per_minute: u32,
+        tls: bool,
+        kek: Option<Kek>,
+    ) -> Result<App, getrandom::Error> {
+        Ok(App {
+            store,
+            access,
+            csrf: CsrfKey::generate()?,
+            sessions: Sessions::default(),
+            decisions: Limiter::new(decisions_per_minute),
+            logins: Limiter::new(LOGINS_PER_NAME),
+            logins_all: Limiter::new(LOGINS_IN_ALL),
+            hosts: None,
+            tls,
+            kek,
+            poll: Duration::from_secs(1),
+        })
+    }
+}
+
+/// The routes, behind the guards.
+pub(crate) fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/", get(queue))
+        .route("/calls/{id}", get(show_call))
+        .route("/calls/{id}/decide", post(decide))
+        .route("/calls/{id}/decrypt", post(decrypt))
+        .route("/audit", get(audit))
+        .route("/audit/verify", get(verify))
+        .route("/events", get(events))
+        .route("/login", get(login_page).post(login))
+        .route("/logout", post(logout))
+        .route("/assets/console.css", get(css))
+        .route("/assets/console.js", get(js))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(app.clone(), guard))
+        .with_state(app)
+}
+
+/// Who is looking, and what binds their CSRF token.
+struct Viewer {
+    id: Id,
+    binding: String,
+    session: bool,
+}
+
+impl App {
+    fn viewer(&self, headers: &HeaderMap) -> Option<Viewer> {
+        match &self.access {
+            Access::Reviewer(id) => Some(Viewer {
+                id: id.clone(),
+                binding: format!("reviewer:{id}"),
+                session: false,
+            }),
+            Access::Credentials(credentials) => {
+                let bearer = headers
+                    .get(header::AUTHORIZATION)
+                    .and_then(|value| value.to_str().ok())
+                    .and_then(|value| value.strip_prefix("Bearer "));
+                if let Some(token) = bearer {
+                    // A wrong token is not a session: no fallback to the cookie.
+                    return credentials.token_holder(token.trim()).map(|id| Viewer {
+                        id: id.clone(),
+                        binding: format!("bearer:{id}"),
+                        session: false,
+                    });
+                }
+                let session = cookie(headers, COOKIE)?;
+                let id = self.sessions.reviewer(&session)?;
+                Some(Viewer {
+                    id,
+                    binding: format!("session:{session}"),
+                    session: true,
+                })
+            }
+        }
+    }
+
+    fn frame<'a>(&self, title: &'a str, viewer: &'a Viewer, csrf: &'a str) -> Frame<'a> {
+        Frame {
+            title,
+            viewer: Some(&viewer.id),
+            csrf: Some(csrf),
+            session: viewer.session,
+        }
+    }
+
+    /// The viewer, or the response for a request without one: sign in for pages,
+    /// 401 for anything else.
+    fn require(&self, headers: &HeaderMap, page: bool) -> Result<Viewer, Box<Response>> {
+        self.viewer(headers).ok_or_else(|| {
+            Box::new(if page {
+                Redirect::to("/login").into_response()
+            } else {
+                refusal(
+                    StatusCode::UNAUTHORIZED,
+                    "sign in first (or send Authorization: Bearer TOKEN)",
+                )
+            })
+        })
+    }
+
+    /// Checks the form's CSRF token against the viewer.
+    fn check_csrf(&self, viewer: &Viewer, token: Option<&str>) -> Result<(), Box<Response>> {
+        if self.csrf.check(&viewer.binding, token.unwrap_or("")) {
+            Ok(())
+        } else {
+            Err(Box::new(refusal(
+                StatusCode::FORBIDDEN,
+                "the form's CSRF token is missing or wrong: reload the page and try again",
+            )))
+        }
+    }
+}
+
+fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.to_owned())
+}
+
+fn html(status: StatusCode, markup: maud::Markup) -> Response {
+    (status, Html(markup.into_string())).into_response()
+}
+
+/// A refusal as a page of its own.
+fn refusal(status: StatusCode, text: &str) -> Response {
+    let frame = Frame {
+        title: "Refused",
+        viewer: None,
+        csrf: None,
+        session: false,
+    };
+    html(status, pages::page(&frame, pages::problem(text)))
+}
+
+async fn not_found() -> Response {
+    refusal(StatusCode::NOT_FOUND, "no such page")
+}
+
+fn store_failed(error: &dyn std::error::Error) -> Response {
+    tracing::warn!(error = %error, "the console's store failed");
+    refusal(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &format!("the store failed: {error}; try again"),
+    )
+}
+
+/// An optional id from a form or query field (empty: none).
+fn optional_id(text: &str, what: &str) -> Result<Option<Id>, Box<Response>> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    Id::new(text).map(Some).map_err(|e| {
+        Box::new(refusal(
+            StatusCode::BAD_REQUEST,
+            &format!("{what} {text:?} is not an id: {e}"),
+        ))
+    })
+}
+
+async fn queue(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(query): Query<QueueQuery>,
+) -> Response {
+    let viewer = match app.require(&headers, true) {
+        Ok(viewer) => viewer,
+        Err(response) => return *response,
+    };
+    let status = match query.status.as_str() {
+        "" => None,
+        text => match text.parse::<PendingStatus>() {
+            Ok(status) => Some(status),
+            Err(e) => return refusal(StatusCode::BAD_REQUEST, &e.to_string()),
+        },
+    };
+    let (scope, tenant) = match (
+        optional_id(&query.scope, "scope"),
+        optional_id(&query.tenant, "tenant"),
+    ) {
+        (Ok(scope), Ok(tenant)) => (scope, tenant),
+        (Err(response), _) | (_, Err(response)) => return *response,
+    };
+    let filter = ListFilter {
+        status,
+        tool: (!query.tool.is_empty()).then(|| query.tool.clone()),
+        scope,
+        tenant,
+        limit: Some(PAGE),
+    };
+    let calls = match app.store.list(&filter).await {
+        Ok(calls) => calls,
+        Err(error) => return store_failed(&error),
+    };
+    let csrf = app.csrf.token(&viewer.binding);
+    let frame = app.frame("Queue", &viewer, &csrf);
+    html(
+        StatusCode::OK,
+        pages::page(&frame, pages::queue(&query, &calls)),
+    )
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct CallQuery {
+    #[serde(default)]
+    done: String,
+}
+
+async fn show_call(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(query): Query<CallQuery>,
+) -> Response {
+    let viewer = match app.require(&headers, true) {
+        Ok(viewer) => viewer,
+        Err(response) => return *response,
+    };
+    let notice = match query.done.as_str() {
+        "approved" | "rejected" => Some(Notice {
+            refused: false,
+            text: format!(
+                "You {} this call; your decision is recorded in the audit chain.",
+                query.done
+            ),
+        }),
+        _ => None,
+    };
+    call_page(&app, &viewer, &id, StatusCode::OK, notice, None).await
+}
+
+/// The page of call `id`, with a notice and an opened quarantined output, if any.
+async fn call_page(
+    app: &App,
+    viewer: &Viewer,
+    id: &str,
+    status: StatusCode,
+    notice: Option<Notice>,
+    opened: Option<(Id, Id, Result<String, String>)>,
+) -> Response {
+    let Ok(id) = Id::new(id) else {
+        return refusal(StatusCode::NOT_FOUND, "no held call has this id");
+    };
+    let call = match app.store.get(&id).await {
+        Ok(Some(call)) => call,
+        Ok(None) => return refusal(StatusCode::NOT_FOUND, &format!("no held call has id {id}")),
+        Err(error) => return store_failed(&error),
+    };
+    let mut quarantined = match quarantined_for(app, &call).await {
+        Ok(outputs) => outputs,
+        Err(error) => return store_failed(&error),
+    };
+    if let Some((key, reader, result)) = opened {
+        for output in &mut quarantined {
+            if output.key == key && output.reader == reader {
+                output.opened = Some(result.clone());
+            }
+        }
+    }
+    let csrf = app.csrf.token(&viewer.binding);
+    let decidable = if call.status != PendingStatus::Pending {
+        Decidable::Decided
+    } else if call.author == viewer.id {
+        Decidable::Author
+    } else {
+        Decidable::Yes(&csrf)
+    };
+    let view = CallView {
+        call: &call,
+        decidable,
+        notice,
+        context: call.context.as_deref().map(context::show),
+        quarantined,
+        decrypt: app.kek.as_ref().map(|_| csrf.as_str()),
+    };
+    let title = format!("Held call {}", call.id);
+    let frame = app.frame(&title, viewer, &csrf);
+    html(status, pages::page(&frame, pages::call(&view)))
+}
+
+/// The quarantined outputs a held call's reviewer may ask to decrypt: those of its
+/// tenant produced by the scope that made it, or named in its context.
+async fn quarantined_for(
+    app: &App,
+    call: &PendingCall,
+) -> Result<Vec<Quarantined>, tooltrust_store::StoreError> {
+    let store = app.store.for_tenant(call.tenant.clone());
+    let mut found = Vec::new();
+    for (key, reader) in store.list_sealed().await? {
+        let Some(copy) = store.get_sealed(&key, &reader).await? else {
+            continue;
+        };
+        let named = call
+            .context
+            .as_deref()
+            .is_some_and(|context| context.contains(key.as_str()));
+        if copy.target == call.scope || named {
+            found.push(Quarantined {
+                key,
+                reader,
+                target: copy.target,
+                opened: None,
+            });
+        }
+    }
+    Ok(found)
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct DecideForm {
+    csrf: Option<String>,
+    verdict: Option<String>,
+    reason: Option<String>,
+}
+
+async fn decide(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<DecideForm>,
+) -> Response {
+    let viewer = match app.require(&headers, false) {
+        Ok(viewer) => viewer,
+        Err(response) => return *response,
+    };
+    if let Err(response) = app.check_csrf(&viewer, form.csrf.as_deref()) {
+        return *response;
+    }
+    let Ok(call_id) = Id::new(id.as_str()) else {
+        return refusal(StatusCode::NOT_FOUND, "no held call has this id");
+    };
+    let approve = match form.verdict.as_deref() {
+        Some("approve") => true,
+        Some("reject") => false,
+        _ => {
+            return refusal(StatusCode::UNPROCESSABLE_ENTITY, "choose approve or reject");
+        }
+    };
+    if let Err(wait) = app.decisions.take(viewer.id.as_str()) {
+        let mut response = refusal(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!(
+                "too many decisions in a minute; wait {} s and decide again",
+                wait.as_secs().max(1)
+            ),
+        );
+        if let Ok(value) = HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        return response;
+    }
+    let reason = form.reason.unwrap_or_default();
+    match app
+        .store
+        .decide(&call_id, &viewer.id, approve, reason.trim())
+        .await
+    {
+        Ok(decided) => {
+            Redirect::to(&format!("/calls/{}?done={}", decided.id, decided.status)).into_response()
+        }
+        Err(error) => {
+            let status = match &error {
+                DecideError::UnknownCall(_) => StatusCode::NOT_FOUND,
+                DecideError::AlreadyDecided { .. } => StatusCode::CONFLICT,
+                DecideError::AuthorCannotDecide { .. } => StatusCode::FORBIDDEN,
+                DecideError::NoReason | DecideError::ReasonTooLong { .. } => {
+                    StatusCode::UNPROCESSABLE_ENTITY
+                }
+                DecideError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            let text = match &error {
+                DecideError::AlreadyDecided { status, .. } => format!(
+                    "Someone decided this call first: it is {status}. Your decision was not recorded."
+                ),
+                other => format!("Your decision was refused: {other}."),
+            };
+            let notice = Notice {
+                refused: true,
+                text,
+            };
+            call_page(&app, &viewer, &id, status, Some(notice), None).await
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct DecryptForm {
+    csrf: Option<String>,
+    key: Option<String>,
+    reader: Option<String>,
+}
+
+async fn decrypt(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<DecryptForm>,
+) -> Response {
+    let viewer = match app.require(&headers, false) {
+        Ok(viewer) => viewer,
+        Err(response) => return *response,
+    };
+    if let Err(response) = app.check_csrf(&viewer, form.csrf.as_deref()) {
+        return *response;
+    }
+    let Some(kek) = &app.kek else {
+        return refusal(
+            StatusCode::CONFLICT,
+            "this console holds no key-encryption key: start it with --kek-file FILE",
+        );
+    };
+    let (Ok(call_id), Some(Ok(key)), Some(Ok(reader))) = (
+        Id::new(id.as_str()),
+        form.key.as_deref().map(Id::new),
+        form.reader.as_deref().map(Id::new),
+    ) else {
+        return refusal(StatusCode::NOT_FOUND, "no such quarantined output");
+    };
+    let call = match app.store.get(&call_id).await {
+        Ok(Some(call)) => call,
+        Ok(None) => return refusal(StatusCode::NOT_FOUND, "no held call has this id"),
+        Err(error) => return store_failed(&error),
+    };
+    let listed = match quarantined_for(&app, &call).await {
+        Ok(outputs) => outputs,
+        Err(error) => return store_failed(&error),
+    };
+    let Some(output) = listed
+        .into_iter()
+        .find(|output| output.key == key && output.reader == reader)
+    else {
+        return refusal(
+            StatusCode::NOT_FOUND,
+            "no such quarantined output for this call",
+        );
+    };
+    let store = app.store.for_tenant(call.tenant.clone());
+    let copy = match store.get_sealed(&key, &reader).await {
+        Ok(Some(copy)) => copy,
+        Ok(None) => return refusal(StatusCode::NOT_FOUND, "no such quarantined output"),
+        Err(error) => return store_failed(&error),
+    };
+    // Recorded before anything is shown: a decryption the chain does not hold never happens.
+    let event = StoreEvent::QuarantineOpenedForReview {
+        call: &call.id,
+        key: &key,
+        reader: &reader,
+        target: &output.target,
+        reviewer: &viewer.id,
+    };
+    if let Err(error) = store.append(&event).await {
+        return store_failed(&error);
+    }
+    let opened =
+        tooltrust::quarantine::open_sealed(kek, &copy.sealed, &key, &output.target, &reader)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .map_err(|e| format!("cannot decrypt: {e}"));
+    call_page(
+        &app,
+        &viewer,
+        &id,
+        StatusCode::OK,
+        None,
+        Some((key, reader, opened)),
+    )
+    .await
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct AuditQuery {
+    #[serde(default)]
+    tenant: String,
+    #[serde(default)]
+    q: String,
+    before: Option<u64>,
+}
+
+async fn audit(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(query): Query<AuditQuery>,
+) -> Response {
+    audit_page(&app, &headers, &query, false).await
+}
+
+async fn verify(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(query): Query<AuditQuery>,
+) -> Response {
+    audit_page(&app, &headers, &query, true).await
+}
+
+async fn audit_page(app: &App, headers: &HeaderMap, query: &AuditQuery, verify: bool) -> Response {
+    let viewer = match app.require(headers, true) {
+        Ok(viewer) => viewer,
+        Err(response) => return *response,
+    };
+    let tenant = match optional_id(&query.tenant, "tenant") {
+        Ok(tenant) => tenant.unwrap_or_else(|| app.store.tenant().clone()),
+        Err(response) => return *response,
+    };
+    let store = app.store.for_tenant(tenant.clone());
+    let verified = if verify {
+        Some(match store.verify_chain(None).await {
+            Ok(report) => Ok(report),
+            Err(ChainError::Invalid(error)) => Err(format!("first bad entry: {error}")),
+            Err(error) => Err(format!("the chain cannot be verified: {error}")),
+        })
+    } else {
+        None
+    };
+    let filter = EntryFilter {
+        contains: (!query.q.is_empty()).then(|| query.q.clone()),
+        before: query.before,
+        limit: Some(PAGE),
+    };
+    let entries = match store.chain_entries(&filter).await {
+        Ok(entries) => entries,
+        Err(error) => return store_failed(&error),
+    };
+    let older = (entries.len() == PAGE as usize)
+        .then(|| entries.last().map(|entry| entry.seq))
+        .flatten();
+    let view = AuditView {
+        tenant: &tenant,
+        search: &query.q,
+        entries: &entries,
+        verified,
+        older,
+    };
+    let csrf = app.csrf.token(&viewer.binding);
+    let frame = app.frame("Audit chain", &viewer, &csrf);
+    html(StatusCode::OK, pages::page(&frame, pages::audit(&view)))
+}
+
+/// Server-sent events: `queue` with the queue's mark, whenever it changes.
+async fn events(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    if let Err(response) = app.require(&headers, false) {
+        return *response;
+    }
+    Sse::new(marks(app))
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+fn marks(app: Arc<App>) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold((app, None::<String>), |(app, last)| async move {
+        let mut first = last.is_none();
+        loop {
+            if !first {
+                tokio::time::sleep(app.poll).await;
+            }
+            first = false;
+            match app.store.queue_mark().await {
+                Ok(mark) if last.as_deref() != Some(mark.as_str()) => {
+                    let event = Event::default().event("queue").data(mark.clone());
+                    return Some((Ok(event), (app, Some(mark))));
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(error = %error, "the console cannot read the queue"),
+            }
+        }
+    })
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct LoginForm {
+    reviewer: Option<String>,
+    secret: Option<String>,
+}
+
+async fn login_page(State(app): State<Arc<App>>) -> Response {
+    if matches!(app.access, Access::Reviewer(_)) {
+        return Redirect::to("/").into_response();
+    }
+    let frame = Frame {
+        title: "Sign in",
+        viewer: None,
+        csrf: None,
+        session: false,
+    };
+    html(StatusCode::OK, pages::page(&frame, pages::login(None)))
+}
+
+async fn login(State(app): State<Arc<App>>, Form(form): Form<LoginForm>) -> Response {
+    let Access::Credentials(credentials) = &app.access else {
+        return Redirect::to("/").into_response();
+    };
+    let reviewer = form.reviewer.unwrap_or_default();
+    let secret = form.secret.unwrap_or_default();
+    let frame = Frame {
+        title: "Sign in",
+        viewer: None,
+        csrf: None,
+        session: false,
+    };
+    let limited = app
+        .logins
+        .take(&format!("name:{reviewer}"))
+        .and_then(|()| app.logins_all.take("all"));
+    if let Err(wait) = limited {
+        let text = format!(
+            "too many sign-in attempts; wait {} s",
+            wait.as_secs().max(1)
+        );
+        return html(
+            StatusCode::TOO_MANY_REQUESTS,
+            pages::page(&frame, pages::login(Some(&text))),
+        );
+    }
+    let credentials = credentials.clone();
+    let proved = tokio::task::spawn_blocking(move || credentials.verify(&reviewer, &secret))
+        .await
+        .ok()
+        .flatten();
+    let Some(id) = proved else {
+        return html(
+            StatusCode::UNAUTHORIZED,
+            pages::page(
+                &frame,
+                pages::login(Some("unknown reviewer, or the wrong password or token")),
+            ),
+        );
+    };
+    let Ok(session) = random_hex() else {
+        return refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no randomness for a session",
+        );
+    };
+    app.sessions.open(session.clone(), id);
+    let cookie = format!(
+        "{COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        SESSION_TTL.as_secs(),
+        if app.tls { "; Secure" } else { "" }
+    );
+    let mut response = Redirect::to("/").into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct LogoutForm {
+    csrf: Option<String>,
+}
+
+async fn logout(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Form(form): Form<LogoutForm>,
+) -> Response {
+    let viewer = match app.require(&headers, false) {
+        Ok(viewer) => viewer,
+        Err(response) => return *response,
+    };
+    if let Err(response) = app.check_csrf(&viewer, form.csrf.as_deref()) {
+        return *response;
+    }
+    if let Some(session) = cookie(&headers, COOKIE) {
+        app.sessions.close(&session);
+    }
+    let mut response = Redirect::to("/login").into_response();
+    let expired = format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    if let Ok(value) = HeaderValue::from_str(&expired) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+async fn css() -> Response {
+    asset(
+        "text/css; charset=utf-8",
+        include_str!("../assets/console.css"),
+    )
+}
+
+async fn js() -> Response {
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("../assets/console.js"),
+    )
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+/// Every request: the Host a loopback console answers to, the origin of a
+/// state-changing request; every response: the security headers.
+async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    if let Some(hosts) = &app.hosts
+        && !hosts
+            .iter()
+            .any(|allowed| allowed.eq_ignore_ascii_case(&host))
+    {
+        return secured(
+            &app,
+            refusal(
+                StatusCode::MISDIRECTED_REQUEST,
+                &format!(
+                    "this console answers only to {}",
+                    hosts
+                        .first()
+                        .map(String::as_str)
+                        .unwrap_or("its own address")
+                ),
+            ),
+        );
+    }
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        let scheme = if app.tls { "https" } else { "http" };
+        let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+        let cross_site = headers
+            .get("sec-fetch-site")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|site| site != "same-origin" && site != "none");
+        if origin.is_some_and(|origin| origin != format!("{scheme}://{host}")) || cross_site {
+            return secured(
+                &app,
+                refusal(
+                    StatusCode::FORBIDDEN,
+                    "a request from another site is refused",
+                ),
+            );
+        }
+    }
+    let response = next.run(request).await;
+    secured(&app, response)
+}
+
+fn secured(app: &App, mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    let set = |headers: &mut HeaderMap, name: HeaderName, value: &'static str| {
+        headers.insert(name, HeaderValue::from_static(value));
+    };
+    set(headers, header::CONTENT_SECURITY_POLICY, CSP);
+    set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    set(headers, header::REFERRER_POLICY, "same-origin");
+    set(headers, header::X_FRAME_OPTIONS, "DENY");
+    set(headers, header::CACHE_CONTROL, "no-store");
+    if app.tls {
+        set(
+            headers,
+            header::STRICT_TRANSPORT_SECURITY,
+            "max-age=31536000",
+        );
+    }
+    response
+}

@@ -1,0 +1,76 @@
+//! Rate limits: at most N events per rolling minute per key (a reviewer's decisions,
+//! the console's login attempts).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+const WINDOW: Duration = Duration::from_secs(60);
+
+/// A rolling one-minute window per key.
+pub(crate) struct Limiter {
+    per_minute: u32,
+    seen: Mutex<HashMap<String, VecDeque<Instant>>>,
+}
+
+impl Limiter {
+    pub(crate) fn new(per_minute: u32) -> Limiter {
+        Limiter {
+            per_minute,
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Counts one event for `key`, or says how long to wait when the minute is full.
+    pub(crate) fn take(&self, key: &str) -> Result<(), Duration> {
+        self.take_at(key, Instant::now())
+    }
+
+    fn take_at(&self, key: &str, now: Instant) -> Result<(), Duration> {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let times = seen.entry(key.to_owned()).or_default();
+        while times
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) >= WINDOW)
+        {
+            times.pop_front();
+        }
+        if times.len() >= self.per_minute as usize {
+            let oldest = times.front().copied().unwrap_or(now);
+            return Err(WINDOW.saturating_sub(now.saturating_duration_since(oldest)));
+        }
+        times.push_back(now);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_minute_fills_and_empties_per_key() {
+        let limiter = Limiter::new(2);
+        let start = Instant::now();
+        assert!(limiter.take_at("alice", start).is_ok());
+        assert!(
+            limiter
+                .take_at("alice", start + Duration::from_secs(10))
+                .is_ok()
+        );
+        let wait = limiter
+            .take_at("alice", start + Duration::from_secs(20))
+            .unwrap_err();
+        assert_eq!(wait, Duration::from_secs(40));
+        assert!(
+            limiter
+                .take_at("bob", start + Duration::from_secs(20))
+                .is_ok()
+        );
+        assert!(
+            limiter
+                .take_at("alice", start + Duration::from_secs(60))
+                .is_ok()
+        );
+    }
+}

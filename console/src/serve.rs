@@ -1,0 +1,250 @@
+//! Starting a console: the checks that keep it off the network without
+//! authentication and TLS, binding, and serving (plain HTTP on loopback, or TLS).
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::{self, ServerConfig};
+use tooltrust::quarantine::Kek;
+use tooltrust_store::Store;
+
+use crate::access::Access;
+use crate::app::{self, App};
+
+/// Decisions one reviewer may make per minute, unless the console is told otherwise.
+pub const DEFAULT_DECISIONS_PER_MINUTE: u32 = 30;
+
+/// The address a console listens on unless told otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
+
+/// A TLS certificate chain and its private key, as PEM files.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// The private key (PKCS #8, PKCS #1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// What a console serves, where, and to whom.
+#[derive(Debug)]
+pub struct Config {
+    /// The store whose queue and chain it shows.
+    pub store: Store,
+    /// Where it listens.
+    pub listen: SocketAddr,
+    /// Who may use it.
+    pub access: Access,
+    /// TLS; required on any address but loopback.
+    pub tls: Option<TlsFiles>,
+    /// Decisions one reviewer may make per minute.
+    pub decisions_per_minute: u32,
+    /// The key-encryption key of the quarantine, to decrypt outputs for review (none:
+    /// the console shows that outputs exist, never their bytes).
+    pub kek: Option<Kek>,
+}
+
+impl Config {
+    /// A loopback console at [`DEFAULT_LISTEN`] for the person named `reviewer`.
+    pub fn loopback(store: Store, reviewer: tooltrust::Id) -> Config {
+        Config {
+            store,
+            listen: DEFAULT_LISTEN
+                .parse()
+                .unwrap_or_else(|_| unreachable!("a valid address")),
+            access: Access::Reviewer(reviewer),
+            tls: None,
+            decisions_per_minute: DEFAULT_DECISIONS_PER_MINUTE,
+            kek: None,
+        }
+    }
+}
+
+/// Why a console did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// A console off the loopback interface must authenticate its reviewers.
+    #[error(
+        "{0} is not a loopback address: a console reachable from other machines needs --auth FILE (a bearer token or argon2 hash per reviewer) and TLS (--tls-cert, --tls-key); --reviewer is only for 127.0.0.1 or ::1"
+    )]
+    NeedsAuth(SocketAddr),
+    /// A console off the loopback interface must use TLS.
+    #[error(
+        "{0} is not a loopback address: a console reachable from other machines needs TLS: give --tls-cert FILE and --tls-key FILE"
+    )]
+    NeedsTls(SocketAddr),
+    /// No decision could ever be made.
+    #[error("decisions per minute must be at least 1")]
+    NoDecisions,
+    /// The certificate or key cannot be used.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// No randomness for the console's keys.
+    #[error("no randomness for the console's keys: {0}")]
+    Random(String),
+}
+
+/// A console, bound and ready to serve.
+pub struct Console {
+    listener: TcpListener,
+    app: Arc<App>,
+    tls: Option<TlsAcceptor>,
+}
+
+impl Console {
+    /// Checks `config` and binds its address: refuses a non-loopback address without
+    /// authentication and TLS.
+    pub async fn bind(config: Config) -> Result<Console, StartError> {
+        if config.decisions_per_minute == 0 {
+            return Err(StartError::NoDecisions);
+        }
+        if !config.listen.ip().is_loopback() {
+            if !matches!(config.access, Access::Credentials(_)) {
+                return Err(StartError::NeedsAuth(config.listen));
+            }
+            if config.tls.is_none() {
+                return Err(StartError::NeedsTls(config.listen));
+            }
+        }
+        let tls = config.tls.as_ref().map(acceptor).transpose()?;
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| StartError::Bind {
+                    addr: config.listen,
+                    source,
+                })?;
+        let local = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let mut app = App::new(
+            config.store,
+            config.access,
+            config.decisions_per_minute,
+            tls.is_some(),
+            config.kek,
+        )
+        .map_err(|e| StartError::Random(e.to_string()))?;
+        if matches!(app.access, Access::Reviewer(_)) {
+            // Only its own names: a page of another site that rebinds its name to the
+            // loopback address still sends its own Host.
+            let port = local.port();
+            app.hosts = Some(vec![
+                format!("127.0.0.1:{port}"),
+                format!("localhost:{port}"),
+                format!("[::1]:{port}"),
+            ]);
+        }
+        Ok(Console {
+            listener,
+            app: Arc::new(app),
+            tls,
+        })
+    }
+
+    /// The address it listens on (with the port the system chose for port 0).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The URL of its queue.
+    pub fn url(&self) -> io::Result<String> {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        Ok(format!("{scheme}://{}/", self.local_addr()?))
+    }
+
+    /// Sets how often live views look at the queue (one second unless told).
+    pub fn poll_every(mut self, every: Duration) -> Console {
+        if let Some(app) = Arc::get_mut(&mut self.app) {
+            app.poll = every;
+        }
+        self
+    }
+
+    /// Serves until `shutdown` completes (open connections are then dropped).
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
+        let router = app::router(self.app);
+        match self.tls {
+            None => {
+                axum::serve(self.listener, router)
+                    .with_graceful_shutdown(shutdown)
+                    .await
+            }
+            Some(acceptor) => {
+                tokio::pin!(shutdown);
+                loop {
+                    let (tcp, _) = tokio::select! {
+                        () = &mut shutdown => return Ok(()),
+                        accepted = self.listener.accept() => match accepted {
+                            Ok(accepted) => accepted,
+                            Err(error) => {
+                                tracing::warn!(error = %error, "the console cannot accept a connection");
+                                continue;
+                            }
+                        },
+                    };
+                    let acceptor = acceptor.clone();
+                    let router = router.clone();
+                    tokio::spawn(async move {
+                        let handshake = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp));
+                        let Ok(Ok(stream)) = handshake.await else {
+                            return;
+                        };
+                        let service = hyper_util::service::TowerToHyperService::new(router);
+                        let served = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                            .await;
+                        if let Err(error) = served {
+                            tracing::debug!(error = %error, "a console connection ended");
+                        }
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// How long a client has to finish the TLS handshake.
+const HANDSHAKE: Duration = Duration::from_secs(10);
+
+fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, StartError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(&files.cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| StartError::Tls(format!("certificate {}: {e}", files.cert.display())))?;
+    if certs.is_empty() {
+        return Err(StartError::Tls(format!(
+            "certificate {}: no certificate in the file",
+            files.cert.display()
+        )));
+    }
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .map_err(|e| StartError::Tls(format!("key {}: {e}", files.key.display())))?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| StartError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| StartError::Tls(e.to_string()))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
