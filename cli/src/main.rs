@@ -5,6 +5,7 @@ mod audit;
 mod canon;
 mod checksum;
 mod conform;
+mod console;
 mod lines;
 mod mcp;
 mod pending;
@@ -52,6 +53,10 @@ enum Command {
         /// The input; standard input when absent.
         file: Option<PathBuf>,
     },
+    /// Serves the review console: the calls held in a store (--sqlite FILE, --postgres
+    /// URL or TOOLTRUST_STORE), why, the context that led to them, decisions, and the
+    /// audit chain, as a small web application on 127.0.0.1:8787.
+    Console(Box<console::ConsoleArgs>),
     /// Runs conformance vectors and reports every failing case.
     ///
     /// Takes tool-call vector files (arrays of objects with `args_json`), envelope vector
@@ -126,8 +131,18 @@ fn renderer(mode: Mode, key: Option<SessionKey>) -> Result<Renderer, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // MCP speaks on stdout itself: nothing here may hold it.
+    // MCP speaks on stdout itself, and the console serves until interrupted: nothing
+    // here may hold stdout for them.
     let cli = match cli.command {
+        Command::Console(args) => {
+            return match console::run(*args) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(message) => {
+                    eprintln!("tooltrust: {message}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Command::Mcp(command) => {
             return match mcp::run(command) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -149,7 +164,7 @@ fn main() -> ExitCode {
             checksum::run(file.as_deref(), &mut stdout).map_err(|e| e.to_string())
         }
         Command::Conform { paths } => conform::run(&paths, &mut stdout).map_err(|e| e.to_string()),
-        Command::Mcp(_) => Err("handled above".to_owned()),
+        Command::Console(_) | Command::Mcp(_) => Err("handled above".to_owned()),
         Command::Pending(command) => {
             pending::run(command, &mut stdout).map_err(|e| store::describe(&e))
         }

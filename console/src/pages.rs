@@ -29,6 +29,7 @@ pub(crate) fn page(frame: &Frame<'_>, body: Markup) -> Markup {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
+                @if let Some(csrf) = frame.csrf { meta name="csrf" content=(csrf); }
                 title { (frame.title) " · tooltrust review console" }
                 link rel="stylesheet" href="/assets/console.css";
                 script src="/assets/console.js" defer {}

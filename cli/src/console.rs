@@ -1,0 +1,138 @@
+//! `tooltrust console`: the review console, a small web application over a store's
+//! review queue and audit chain.
+
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use tooltrust::Id;
+use tooltrust::quarantine::Kek;
+use tooltrust_console::{
+    Access, Config, Console, Credentials, DEFAULT_DECISIONS_PER_MINUTE, DEFAULT_LISTEN, TlsFiles,
+};
+use tooltrust_store::{Store, StoreOptions};
+
+use crate::store::{StoreArgs, describe, parse_id};
+
+/// The console's flags.
+#[derive(clap::Args)]
+pub struct ConsoleArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Where to listen. Any address but loopback (127.0.0.1, ::1) needs --auth and TLS.
+    #[arg(long, default_value = DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// The person at the keyboard, who decides (loopback only).
+    #[arg(long, value_parser = parse_id, conflicts_with = "auth")]
+    reviewer: Option<Id>,
+    /// The reviewers' credentials: lines `REVIEWER token TOKEN` or `REVIEWER argon2 PHC`
+    /// (make a PHC string with `tooltrust console --hash-password`).
+    #[arg(long, value_name = "FILE")]
+    auth: Option<PathBuf>,
+    /// The TLS certificate chain (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The TLS private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Decisions one reviewer may make per minute.
+    #[arg(long, default_value_t = DEFAULT_DECISIONS_PER_MINUTE)]
+    decisions_per_minute: u32,
+    /// The quarantine's key-encryption key (32 raw bytes or 64 hex characters), to
+    /// decrypt quarantined outputs for review.
+    #[arg(long, value_name = "FILE")]
+    kek_file: Option<PathBuf>,
+    /// Reads a password from standard input, prints its argon2 PHC string for a
+    /// credentials file, and exits.
+    #[arg(long, exclusive = true)]
+    hash_password: bool,
+}
+
+/// Runs the console until interrupted; `Err` is the message to show.
+pub fn run(args: ConsoleArgs) -> Result<(), String> {
+    if args.hash_password {
+        let mut password = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut password)
+            .map_err(|e| format!("cannot read the password: {e}"))?;
+        let password = password.trim_end_matches(['\r', '\n']);
+        if password.is_empty() {
+            return Err("no password on standard input".into());
+        }
+        let phc = tooltrust_console::hash_password(password).map_err(|e| e.to_string())?;
+        println!("{phc}");
+        return Ok(());
+    }
+    let access = match (&args.reviewer, &args.auth) {
+        (Some(reviewer), None) => Access::Reviewer(reviewer.clone()),
+        (None, Some(file)) => {
+            Access::Credentials(Credentials::load(file).map_err(|e| e.to_string())?)
+        }
+        _ => {
+            return Err(
+                "name the person at the keyboard with --reviewer NAME (loopback), or give --auth FILE".into(),
+            );
+        }
+    };
+    let location = args
+        .store
+        .location()
+        .map_err(|e| describe(&e))?
+        .ok_or_else(|| describe(&crate::store::Error::NoStore))?;
+    let kek = args.kek_file.as_deref().map(read_kek).transpose()?;
+    let tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+        _ => None,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| format!("cannot start the async runtime: {error}"))?;
+    runtime.block_on(async {
+        let options = StoreOptions {
+            create: false,
+            ..StoreOptions::default()
+        };
+        let store = Store::open(&location, options)
+            .await
+            .map_err(|e| describe(&e))?;
+        let config = Config {
+            store,
+            listen: args.listen,
+            access,
+            tls,
+            decisions_per_minute: args.decisions_per_minute,
+            kek,
+        };
+        let console = Console::bind(config).await.map_err(|e| describe(&e))?;
+        let url = console.url().map_err(|e| e.to_string())?;
+        eprintln!("tooltrust: the review console is at {url} (Ctrl-C stops it)");
+        console
+            .run(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .map_err(|e| format!("the console stopped: {e}"))
+    })
+}
+
+fn read_kek(path: &Path) -> Result<Kek, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = std::str::from_utf8(&bytes).map(str::trim).unwrap_or("");
+    let mut key = [0u8; 32];
+    if bytes.len() == 32 && !(text.len() == 32 && text.bytes().all(|b| b.is_ascii_hexdigit())) {
+        key.copy_from_slice(&bytes);
+    } else if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        for (i, byte) in key.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    } else {
+        return Err(format!(
+            "{}: a key-encryption key is 32 raw bytes or 64 hex characters",
+            path.display()
+        ));
+    }
+    Ok(Kek::from_bytes(key))
+}
