@@ -1,0 +1,413 @@
+//! Who may use the console: a console off loopback refuses to start without
+//! authentication and TLS; with credentials the identity comes from the sign-in or the
+//! bearer token only; TLS serves; quarantined outputs open only on a recorded request.
+
+mod common;
+
+use common::{PAYLOAD, client, credentials, csrf, hold, loopback, post, start};
+use reqwest::StatusCode;
+use tooltrust::Id;
+use tooltrust::quarantine::{Kek, seal};
+use tooltrust_console::{Config, Console, StartError, TlsFiles, hash_password};
+use tooltrust_store::{EntryFilter, PendingStatus, SealedCopy};
+
+const TOKEN: &str = "0f3c9a61d2b84e7f5a0c1d9e8b7a6f5e4d3c2b1a";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_off_loopback_needs_authentication_and_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::store(&dir).await;
+    let mut open = loopback(&store, "alice");
+    open.listen = "0.0.0.0:0".parse().unwrap();
+    let error = Console::bind(open).await.err().expect("refused");
+    assert!(matches!(error, StartError::NeedsAuth(_)), "{error}");
+    assert!(error.to_string().contains("--auth FILE"));
+
+    let mut no_tls = loopback(&store, "alice");
+    no_tls.listen = "0.0.0.0:0".parse().unwrap();
+    no_tls.access = credentials(&dir, &format!("alice token {TOKEN}\n"));
+    let error = Console::bind(no_tls).await.err().expect("refused");
+    assert!(matches!(error, StartError::NeedsTls(_)), "{error}");
+    assert!(error.to_string().contains("--tls-cert"));
+
+    let mut bad_files = loopback(&store, "alice");
+    bad_files.listen = "0.0.0.0:0".parse().unwrap();
+    bad_files.access = credentials(&dir, &format!("alice token {TOKEN}\n"));
+    bad_files.tls = Some(TlsFiles {
+        cert: dir.path().join("missing.pem"),
+        key: dir.path().join("missing.key"),
+    });
+    let error = Console::bind(bad_files).await.err().expect("refused");
+    assert!(matches!(error, StartError::Tls(_)), "{error}");
+
+    let mut none = loopback(&store, "alice");
+    none.decisions_per_minute = 0;
+    assert!(matches!(
+        Console::bind(none).await.err(),
+        Some(StartError::NoDecisions)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_credentials_the_identity_comes_from_the_sign_in_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::store(&dir).await;
+    let held = hold(&store, PAYLOAD, "hello").await;
+    let phc = hash_password("correct horse battery staple").unwrap();
+    let mut config = loopback(&store, "unused");
+    config.access = credentials(&dir, &format!("alice argon2 {phc}\nbob token {TOKEN}\n"));
+    let console = start(config).await;
+    let http = client();
+
+    // Nobody signed in: pages send to the sign-in page, everything else is refused.
+    let response = http.get(&console.url).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(response.headers()["location"], "/login");
+    let decide = format!("{}calls/{}/decide", console.url, held.id);
+    let response = post(
+        &http,
+        &decide,
+        &[
+            ("verdict", "approve"),
+            ("reason", "x"),
+            ("reviewer", "alice"),
+        ],
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let response = http
+        .get(format!("{}events", console.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+
+    // A wrong password, an unknown reviewer, a token for the wrong name: refused.
+    let login = format!("{}login", console.url);
+    for (reviewer, secret) in [
+        ("alice", "wrong"),
+        ("carol", "correct horse battery staple"),
+        ("alice", TOKEN),
+    ] {
+        let response = post(&http, &login, &[("reviewer", reviewer), ("secret", secret)]).await;
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{reviewer}");
+        assert!(response.headers().get("set-cookie").is_none());
+    }
+
+    // Alice signs in with her password; the cookie is HttpOnly and SameSite=Strict.
+    let response = post(
+        &http,
+        &login,
+        &[
+            ("reviewer", "alice"),
+            ("secret", "correct horse battery staple"),
+        ],
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    let cookie = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let session = cookie.split(';').next().unwrap().to_owned();
+    let page = http
+        .get(format!("{}calls/{}", console.url, held.id))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("Reviewing as <strong id=\"viewer\">alice</strong>"));
+    let token = csrf(&page);
+
+    // A forged session, and Alice's token with another cookie, are refused.
+    let forged = http
+        .get(&console.url)
+        .header("cookie", "tooltrust_console=00")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::SEE_OTHER);
+
+    // Her decision is hers, whatever a form field says.
+    let response = http
+        .post(&decide)
+        .header("cookie", &session)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(common::form(&[
+            ("csrf", &token),
+            ("verdict", "reject"),
+            ("reason", "not the customer"),
+            ("reviewer", "bob"),
+        ]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    let decided = store.get(&held.id).await.unwrap().unwrap();
+    assert_eq!(decided.status, PendingStatus::Rejected);
+    assert_eq!(decided.decided_by.as_ref().map(Id::as_str), Some("alice"));
+
+    // Bob, by bearer token (a client without a browser); a wrong token is not him.
+    let page = http
+        .get(&console.url)
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("Reviewing as <strong id=\"viewer\">bob</strong>"));
+    let wrong = http
+        .get(format!("{}events", console.url))
+        .header("authorization", format!("Bearer {TOKEN}x"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        wrong.status(),
+        StatusCode::UNAUTHORIZED,
+        "a wrong token never falls back to the cookie"
+    );
+
+    // Signing out ends the session.
+    let response = http
+        .post(format!("{}logout", console.url))
+        .header("cookie", &session)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(common::form(&[("csrf", &token)]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    let after = http
+        .get(&console.url)
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), StatusCode::SEE_OTHER);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_attempts_are_rate_limited() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::store(&dir).await;
+    let mut config = loopback(&store, "unused");
+    config.access = credentials(&dir, &format!("bob token {TOKEN}\n"));
+    let console = start(config).await;
+    let http = client();
+    let login = format!("{}login", console.url);
+    let mut statuses = Vec::new();
+    for _ in 0..11 {
+        let response = post(&http, &login, &[("reviewer", "bob"), ("secret", "guess")]).await;
+        statuses.push(response.status());
+    }
+    assert!(
+        statuses[..10]
+            .iter()
+            .all(|s| *s == StatusCode::UNAUTHORIZED)
+    );
+    assert_eq!(statuses[10], StatusCode::TOO_MANY_REQUESTS);
+    // Even the right token waits out the minute.
+    let response = post(&http, &login, &[("reviewer", "bob"), ("secret", TOKEN)]).await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_on_every_interface_serves_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::store(&dir).await;
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
+    let config = Config {
+        store: store.clone(),
+        listen: "0.0.0.0:0".parse().unwrap(),
+        access: credentials(&dir, &format!("bob token {TOKEN}\n")),
+        tls: Some(TlsFiles {
+            cert: cert_path,
+            key: key_path,
+        }),
+        decisions_per_minute: 30,
+        kek: None,
+    };
+    let console = start(config).await;
+    assert!(console.url.starts_with("https://"));
+    let https = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
+        .resolve("localhost", ([127, 0, 0, 1], console.addr.port()).into())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let url = format!("https://localhost:{}/", console.addr.port());
+    let response = https
+        .get(&url)
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers().contains_key("strict-transport-security"));
+    let login = https
+        .post(format!("{url}login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(common::form(&[("reviewer", "bob"), ("secret", TOKEN)]))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        login.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Secure")
+    );
+    // Plain HTTP to the TLS port gets no page.
+    let plain = client()
+        .get(format!("http://127.0.0.1:{}/", console.addr.port()))
+        .send()
+        .await;
+    assert!(plain.is_err() || !plain.unwrap().status().is_success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantined_output_opens_only_on_a_recorded_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::store(&dir).await;
+    let held = hold(&store, PAYLOAD, "hello").await;
+    let key_bytes = [7u8; 32];
+    let (key, reader) = (
+        Id::new("output-1").unwrap(),
+        Id::new("reviewer-copy").unwrap(),
+    );
+    let sealed = seal(
+        &Kek::from_bytes(key_bytes),
+        b"child said: <img src=x onerror=alert(1)>",
+        &key,
+        &held.scope,
+        &reader,
+    )
+    .unwrap();
+    store
+        .put_sealed(&SealedCopy {
+            key: key.clone(),
+            reader: reader.clone(),
+            target: held.scope.clone(),
+            sealed,
+        })
+        .await
+        .unwrap();
+    let http = client();
+
+    // Without the KEK the page says the output exists, never its bytes.
+    let keyless = start(loopback(&store, "alice")).await;
+    let page = http
+        .get(format!("{}calls/{}", keyless.url, held.id))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("output-1") && page.contains("--kek-file"));
+    assert!(!page.contains("child said"));
+    let token = csrf(&page);
+    let response = post(
+        &http,
+        &format!("{}calls/{}/decrypt", keyless.url, held.id),
+        &[
+            ("csrf", &token),
+            ("key", "output-1"),
+            ("reader", "reviewer-copy"),
+        ],
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::CONFLICT);
+
+    // With it: shown only after the explicit action, which the chain records first.
+    let mut config = loopback(&store, "alice");
+    config.kek = Some(Kek::from_bytes(key_bytes));
+    let console = start(config).await;
+    let url = format!("{}calls/{}", console.url, held.id);
+    let page = http.get(&url).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("Decrypt for review") && !page.contains("child said"));
+    let token = csrf(&page);
+    let decrypt = format!("{url}/decrypt");
+    let response = post(
+        &http,
+        &decrypt,
+        &[("key", "output-1"), ("reader", "reviewer-copy")],
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::FORBIDDEN, "no CSRF token");
+    let response = post(
+        &http,
+        &decrypt,
+        &[
+            ("csrf", &token),
+            ("key", "output-2"),
+            ("reader", "reviewer-copy"),
+        ],
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let opened = |entries: &[tooltrust_store::ChainEntry]| entries.len();
+    let recorded = EntryFilter {
+        contains: Some("quarantine_opened_for_review".into()),
+        ..EntryFilter::default()
+    };
+    assert_eq!(opened(&store.chain_entries(&recorded).await.unwrap()), 0);
+    let response = post(
+        &http,
+        &decrypt,
+        &[
+            ("csrf", &token),
+            ("key", "output-1"),
+            ("reader", "reviewer-copy"),
+        ],
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let page = response.text().await.unwrap();
+    assert!(
+        page.contains("child said: &lt;img src=x onerror=alert(1)&gt;"),
+        "{page}"
+    );
+    let entries = store.chain_entries(&recorded).await.unwrap();
+    assert_eq!(entries.len(), 1);
+    assert!(entries[0].line.contains("\"reviewer\":\"alice\""));
+    assert!(entries[0].line.contains(held.id.as_str()));
+
+    // A copy sealed under another KEK does not open, and says so.
+    let mut other = loopback(&store, "alice");
+    other.kek = Some(Kek::from_bytes([8u8; 32]));
+    let other = start(other).await;
+    let url = format!("{}calls/{}", other.url, held.id);
+    let token = csrf(&http.get(&url).send().await.unwrap().text().await.unwrap());
+    let page = post(
+        &http,
+        &format!("{url}/decrypt"),
+        &[
+            ("csrf", &token),
+            ("key", "output-1"),
+            ("reader", "reviewer-copy"),
+        ],
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    assert!(
+        page.contains("cannot decrypt") && page.contains("another key-encryption key"),
+        "{page}"
+    );
+}
