@@ -29,6 +29,122 @@ fn assert_inert(page: &str) {
     }
 }
 
+/// The elements the console's own templates write; anything else in a page would be
+/// markup that came from the store.
+const OWN_ELEMENTS: &[&str] = &[
+    "!DOCTYPE",
+    "html",
+    "head",
+    "meta",
+    "title",
+    "link",
+    "script",
+    "body",
+    "header",
+    "a",
+    "nav",
+    "span",
+    "strong",
+    "form",
+    "input",
+    "button",
+    "main",
+    "h1",
+    "h2",
+    "h3",
+    "p",
+    "section",
+    "dl",
+    "dt",
+    "dd",
+    "code",
+    "pre",
+    "blockquote",
+    "div",
+    "mark",
+    "q",
+    "details",
+    "summary",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "label",
+    "select",
+    "option",
+    "textarea",
+    "br",
+];
+
+/// Every tag in `page` is one of the console's own, and no attribute is an event handler.
+fn assert_only_own_markup(page: &str) {
+    for (at, _) in page.match_indices('<') {
+        let name: String = page[at + 1..]
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '!')
+            .collect();
+        assert!(
+            OWN_ELEMENTS.contains(&name.as_str()),
+            "<{name} at byte {at}: {}",
+            &page[at..(at + 80).min(page.len())]
+        );
+        let tag_end = page[at..].find('>').map_or(page.len(), |end| at + end);
+        let tag = &page[at..tag_end];
+        assert!(
+            !tag.split_whitespace()
+                .any(|attr| attr.to_ascii_lowercase().starts_with("on")),
+            "an event handler in {tag}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_corpus_payload_is_shown_as_text_on_every_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::store(&dir).await;
+    let corpus = common::corpus();
+    let all = corpus.join("\n");
+    let markup = common::corpus_markup();
+    let in_context = hold(&store, &all, &markup).await;
+    // Payloads where the store keeps short texts too: the principal's request, the reason.
+    let mut call = hold(&store, &markup, "x").await;
+    let mut cut = 16_000;
+    while !markup.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    store
+        .decide(&call.id, &Id::new("bob").unwrap(), false, &markup[..cut])
+        .await
+        .unwrap();
+    call = store.get(&call.id).await.unwrap().unwrap();
+    store
+        .append(&serde_json::json!({"event": "note", "text": markup}))
+        .await
+        .unwrap();
+    let console = start(loopback(&store, "alice")).await;
+    let http = client();
+    for path in [
+        String::new(),
+        format!("calls/{}", in_context.id),
+        format!("calls/{}", call.id),
+        "audit".into(),
+        format!("audit?q={}", "%3Cscript%3E"),
+    ] {
+        let page = text(
+            http.get(format!("{}{path}", console.url))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_only_own_markup(&page);
+        assert_inert(&page);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_lists_held_calls_newest_first_and_filters_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -608,4 +724,71 @@ async fn live_updates_announce_a_call_held_elsewhere() {
     let after = next_event().await;
     assert_ne!(before, after);
     assert!(after.starts_with("event: queue\ndata: 1/"), "{after}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_decides_on_a_postgres_store() {
+    use sqlx::{Connection, Executor};
+    let Ok(base) = std::env::var("TOOLTRUST_TEST_POSTGRES") else {
+        // tooltrust-store's tests say once how to run the PostgreSQL tests.
+        return;
+    };
+    let schema = format!("tt_console_{}", Id::random().unwrap());
+    let options = tooltrust_store::StoreOptions {
+        postgres_schema: Some(schema.clone()),
+        ..tooltrust_store::StoreOptions::default()
+    };
+    let location = tooltrust_store::Location::Postgres(base.clone());
+    let store = tooltrust_store::Store::open(&location, options)
+        .await
+        .unwrap();
+    let held = hold(&store, PAYLOAD, "hello").await;
+    let console = start(loopback(&store, "alice")).await;
+    let http = client();
+    let page = text(
+        http.get(format!("{}calls/{}", console.url, held.id))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(page.contains("class=\"block untrusted\""));
+    assert_inert(&page);
+    let response = post(
+        &http,
+        &format!("{}calls/{}/decide", console.url, held.id),
+        &[
+            ("csrf", &csrf(&page)),
+            ("verdict", "approve"),
+            ("reason", "checked"),
+        ],
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        store.get(&held.id).await.unwrap().unwrap().status,
+        PendingStatus::Approved
+    );
+    let approved = text(
+        http.get(format!("{}?status=approved", console.url))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(approved.contains(held.id.as_str()));
+    let verified = text(
+        http.get(format!("{}audit/verify", console.url))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(verified.contains("ok: 1 entries"), "{verified}");
+    drop(console);
+    store.close().await;
+    let mut conn = sqlx::PgConnection::connect(&base).await.unwrap();
+    conn.execute(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .await
+        .unwrap();
 }

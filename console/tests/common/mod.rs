@@ -152,3 +152,35 @@ pub fn credentials(dir: &tempfile::TempDir, text: &str) -> Access {
     std::fs::write(&path, text).unwrap();
     Access::Credentials(tooltrust_console::Credentials::load(&path).unwrap())
 }
+
+/// The project's injection corpus (`runtime/tests/data/corpus/attacks-dev.jsonl`; its
+/// sources and licences are in that directory's SOURCES.md): every payload's text.
+pub fn corpus() -> Vec<String> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../runtime/tests/data/corpus/attacks-dev.jsonl"
+    );
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let entry: serde_json::Value = serde_json::from_str(line).unwrap();
+            entry["text"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// The corpus's payloads written as HTML or JavaScript, one after another.
+pub fn corpus_markup() -> String {
+    let markup: Vec<String> = corpus()
+        .into_iter()
+        .filter(|text| {
+            text.contains('<') || text.contains("javascript:") || text.contains("onerror")
+        })
+        .collect();
+    assert!(
+        markup.len() >= 5,
+        "the corpus holds HTML and JavaScript payloads"
+    );
+    markup.join("\n")
+}

@@ -10,8 +10,8 @@ use sqlx::Row;
 use tooltrust::audit::{Body, GENESIS, Head, VerifyErrorKind};
 use tooltrust::event::{Event, Recorder};
 use tooltrust_store::{
-    ChainError, ClaimError, ConversationError, DecideError, HoldError, ListFilter, PendingStatus,
-    SealedCopy, Store, StoreError, StoreRecorder, WaitError, WaitOptions,
+    ChainError, ClaimError, ConversationError, DecideError, EntryFilter, HoldError, ListFilter,
+    PendingStatus, SealedCopy, Store, StoreError, StoreRecorder, WaitError, WaitOptions,
 };
 
 use super::{TestDb, held, id, numbered};
@@ -805,6 +805,88 @@ pub async fn quarantine_and_conversations_round_trip(db: &TestDb) {
 }
 
 /// A newer schema is refused by this build; an altered one too.
+pub async fn declarations_entries_and_marks_read_back(db: &TestDb) {
+    let store = db.open().await;
+    let empty = store.queue_mark().await.unwrap();
+
+    // A declaration is kept as given; one that is not a JSON object is refused.
+    let mut call = held("send_email", r#"{"to":"eve"}"#, "default", "support", "ann");
+    call.declaration = Some(r#"{"effects":"consequential","trust":"trusted"}"#.into());
+    let stored = store.hold(&call).await.unwrap();
+    assert_eq!(
+        store.get(&stored.id).await.unwrap().unwrap().declaration,
+        call.declaration
+    );
+    let mut bad = held("send_email", r#"{"to":"bob"}"#, "default", "support", "ann");
+    bad.declaration = Some("[1]".into());
+    assert!(matches!(
+        store.hold(&bad).await,
+        Err(HoldError::BadDeclaration(_))
+    ));
+
+    // The mark moves when a call is held and when one is decided.
+    let held_mark = store.queue_mark().await.unwrap();
+    assert_ne!(held_mark, empty);
+    store
+        .decide(&stored.id, &id("rita"), false, "no")
+        .await
+        .unwrap();
+    let decided_mark = store.queue_mark().await.unwrap();
+    assert_ne!(decided_mark, held_mark);
+    assert_eq!(store.queue_mark().await.unwrap(), decided_mark);
+
+    // Entries come back newest first, searched without regard to ASCII case, with LIKE's
+    // wildcards taken literally, paged by `before`.
+    for text in ["Alpha 100%", "beta_1", "gamma"] {
+        store
+            .append(&json!({"event": "note", "text": text}))
+            .await
+            .unwrap();
+    }
+    let all = store.chain_entries(&EntryFilter::default()).await.unwrap();
+    assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), [4, 3, 2, 1]);
+    assert_eq!(all[0].line, chain_lines(db, "default").await[3]);
+    let search = |text: &str| EntryFilter {
+        contains: Some(text.into()),
+        ..EntryFilter::default()
+    };
+    let seqs = |entries: Vec<tooltrust_store::ChainEntry>| {
+        entries.iter().map(|e| e.seq).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        seqs(store.chain_entries(&search("ALPHA")).await.unwrap()),
+        [2]
+    );
+    assert_eq!(
+        seqs(store.chain_entries(&search("100%")).await.unwrap()),
+        [2]
+    );
+    assert_eq!(
+        seqs(store.chain_entries(&search("a_1")).await.unwrap()),
+        [3]
+    );
+    assert_eq!(seqs(store.chain_entries(&search("%")).await.unwrap()), [2]);
+    assert_eq!(
+        seqs(store.chain_entries(&search("_")).await.unwrap()),
+        [3, 1]
+    );
+    let page = EntryFilter {
+        before: Some(3),
+        limit: Some(1),
+        ..EntryFilter::default()
+    };
+    assert_eq!(seqs(store.chain_entries(&page).await.unwrap()), [2]);
+    // Another tenant's chain is its own.
+    assert!(
+        store
+            .for_tenant(id("acme"))
+            .chain_entries(&EntryFilter::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 pub async fn schemas_from_the_future_are_refused(db: &TestDb) {
     db.open().await.close().await;
     db.tamper("INSERT INTO tooltrust_schema (version, checksum, applied_at) VALUES (99, 'x', 'y')")

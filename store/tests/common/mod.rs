@@ -94,6 +94,7 @@ macro_rules! contract_tests {
             damaged_chains_are_found,
             damaged_calls_are_refused,
             quarantine_and_conversations_round_trip,
+            declarations_entries_and_marks_read_back,
             schemas_from_the_future_are_refused,
             concurrent_opens_migrate_once,
         );
