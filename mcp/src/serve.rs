@@ -166,14 +166,24 @@ impl ScopeServer {
         );
         held.id = id.clone();
         held.context = self.scope.context().ok();
+        if let Some(entry) = self
+            .scope
+            .session()
+            .registry()
+            .catalog()
+            .iter()
+            .find(|entry| entry.name == held.tool)
+        {
+            held = held.declared(entry);
+        }
         queue
             .store
             .hold(&held)
             .await
             .map_err(|error| format!("the held call could not be queued: {error}"))?;
         Ok(format!(
-            "held for review as {id} ({}): {}. A person can approve it from any terminal with `tooltrust pending approve {id} --reviewer NAME --reason TEXT {}`; then make the same call again, and it runs once.",
-            decision.rule, decision.reason, queue.flag
+            "held for review as {id} ({}): {}. A person can approve it in the review console (`tooltrust console {} --reviewer NAME`) or from any terminal with `tooltrust pending approve {id} --reviewer NAME --reason TEXT {}`; then make the same call again, and it runs once.",
+            decision.rule, decision.reason, queue.flag, queue.flag
         ))
     }
 

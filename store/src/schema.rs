@@ -147,13 +147,23 @@ mod tests {
     }
 
     #[test]
-    fn both_engines_create_the_same_tables_and_indexes() {
+    fn both_engines_create_the_same_tables_indexes_and_columns() {
         let names = |sql: &str| -> Vec<String> {
-            sql.split_whitespace()
-                .collect::<Vec<_>>()
-                .windows(3)
-                .filter(|w| w[0] == "CREATE" && (w[1] == "TABLE" || w[1] == "INDEX"))
-                .map(|w| format!("{} {}", w[1], w[2]))
+            let words: Vec<&str> = sql
+                .lines()
+                .filter(|line| !line.trim_start().starts_with("--"))
+                .flat_map(str::split_whitespace)
+                .collect();
+            (0..words.len())
+                .filter_map(|i| match &words[i..] {
+                    ["CREATE", kind @ ("TABLE" | "INDEX"), name, ..] => {
+                        Some(format!("{kind} {name}"))
+                    }
+                    ["ALTER", "TABLE", table, "ADD", "COLUMN", column, ..] => {
+                        Some(format!("{table}.{column}"))
+                    }
+                    _ => None,
+                })
                 .collect()
         };
         for migration in MIGRATIONS {
