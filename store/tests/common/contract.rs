@@ -11,7 +11,8 @@ use tooltrust::audit::{Body, GENESIS, Head, VerifyErrorKind};
 use tooltrust::event::{Event, Recorder};
 use tooltrust_store::{
     ChainError, ClaimError, ConversationError, DecideError, EntryFilter, HoldError, ListFilter,
-    PendingStatus, SealedCopy, Store, StoreError, StoreRecorder, WaitError, WaitOptions,
+    PendingStatus, SCHEMA_VERSION, SealedCopy, Store, StoreError, StoreRecorder, WaitError,
+    WaitOptions,
 };
 
 use super::{TestDb, held, id, numbered};
@@ -897,7 +898,7 @@ pub async fn schemas_from_the_future_are_refused(db: &TestDb) {
             opened,
             Err(StoreError::SchemaTooNew {
                 found: 99,
-                supported: 1
+                supported: SCHEMA_VERSION
             })
         ),
         "{opened:?}"
@@ -930,6 +931,65 @@ pub async fn concurrent_opens_migrate_once(db: &TestDb) {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(versions, 1);
+    assert_eq!(versions, SCHEMA_VERSION);
+    pool.close().await;
+}
+
+/// A store made by version 1 of the schema (before held calls recorded declarations)
+/// is brought up to date in place, its calls and chain intact.
+pub async fn a_version_1_store_is_upgraded_in_place(db: &TestDb) {
+    let postgres = matches!(db.location, tooltrust_store::Location::Postgres(_));
+    let v1 = if postgres {
+        include_str!("../../migrations/postgres/0001_initial.sql")
+    } else {
+        include_str!("../../migrations/sqlite/0001_initial.sql")
+    };
+    if let tooltrust_store::Location::Sqlite(path) = &db.location {
+        std::fs::File::create(path).unwrap();
+    }
+    let pool = db.raw().await;
+    sqlx::raw_sql(v1).execute(&pool).await.unwrap();
+    sqlx::query(
+        "CREATE TABLE tooltrust_schema (version BIGINT PRIMARY KEY, checksum TEXT NOT NULL, applied_at TEXT NOT NULL)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("INSERT INTO tooltrust_schema VALUES (1, $1, '2026-01-01T00:00:00Z')")
+        .bind(tooltrust::call::Checksum::of(v1.as_bytes()).to_hex())
+        .execute(&pool)
+        .await
+        .unwrap();
+    let call = held("send_email", r#"{"to":"eve"}"#, "default", "support", "ann");
+    sqlx::query(
+        "INSERT INTO pending_call (id, tenant, tool, args, checksum, rule, reason, scope, author, status, created_at) \
+         VALUES ($1, 'default', 'send_email', $2, $3, 'r', 'why', 'support', 'ann', 'pending', '2026-01-01T00:00:00Z')",
+    )
+    .bind(call.id.as_str())
+    .bind(call.args.as_str())
+    .bind(call.checksum.to_hex())
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+
+    let store = db.open().await;
+    let kept = store.get(&call.id).await.unwrap().unwrap();
+    assert_eq!(
+        (kept.args.as_str(), kept.declaration),
+        (call.args.as_str(), None)
+    );
+    store
+        .decide(&call.id, &id("rita"), true, "fine")
+        .await
+        .unwrap();
+    assert_eq!(store.verify_chain(None).await.unwrap().entries, 1);
+    let pool = db.raw().await;
+    let versions: i64 = sqlx::query("SELECT max(version) FROM tooltrust_schema")
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(versions, SCHEMA_VERSION);
     pool.close().await;
 }

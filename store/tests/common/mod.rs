@@ -97,6 +97,7 @@ macro_rules! contract_tests {
             declarations_entries_and_marks_read_back,
             schemas_from_the_future_are_refused,
             concurrent_opens_migrate_once,
+            a_version_1_store_is_upgraded_in_place,
         );
     };
     (@cases $db:expr; $($case:ident,)*) => {$(
