@@ -166,10 +166,15 @@ impl App {
         })
     }
 
-    /// Checks the form's CSRF token against the viewer.
-    fn check_csrf(&self, viewer: &Viewer, token: Option<&str>) -> Result<(), Box<Response>> {
+    /// The viewer of a state-changing request, whose form must carry their CSRF token.
+    fn require_post(
+        &self,
+        headers: &HeaderMap,
+        token: Option<&str>,
+    ) -> Result<Viewer, Box<Response>> {
+        let viewer = self.require(headers, false)?;
         if self.csrf.check(&viewer.binding, token.unwrap_or("")) {
-            Ok(())
+            Ok(viewer)
         } else {
             Err(Box::new(refusal(
                 StatusCode::FORBIDDEN,
@@ -391,13 +396,10 @@ async fn decide(
     Path(id): Path<String>,
     Form(form): Form<DecideForm>,
 ) -> Response {
-    let viewer = match app.require(&headers, false) {
+    let viewer = match app.require_post(&headers, form.csrf.as_deref()) {
         Ok(viewer) => viewer,
         Err(response) => return *response,
     };
-    if let Err(response) = app.check_csrf(&viewer, form.csrf.as_deref()) {
-        return *response;
-    }
     let Ok(call_id) = Id::new(id.as_str()) else {
         return refusal(StatusCode::NOT_FOUND, "no held call has this id");
     };
@@ -468,13 +470,10 @@ async fn decrypt(
     Path(id): Path<String>,
     Form(form): Form<DecryptForm>,
 ) -> Response {
-    let viewer = match app.require(&headers, false) {
+    let viewer = match app.require_post(&headers, form.csrf.as_deref()) {
         Ok(viewer) => viewer,
         Err(response) => return *response,
     };
-    if let Err(response) = app.check_csrf(&viewer, form.csrf.as_deref()) {
-        return *response;
-    }
     let Some(kek) = &app.kek else {
         return refusal(
             StatusCode::CONFLICT,
@@ -724,11 +723,7 @@ async fn logout(
     headers: HeaderMap,
     Form(form): Form<LogoutForm>,
 ) -> Response {
-    let viewer = match app.require(&headers, false) {
-        Ok(viewer) => viewer,
-        Err(response) => return *response,
-    };
-    if let Err(response) = app.check_csrf(&viewer, form.csrf.as_deref()) {
+    if let Err(response) = app.require_post(&headers, form.csrf.as_deref()) {
         return *response;
     }
     if let Some(session) = cookie(&headers, COOKIE) {
