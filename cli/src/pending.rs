@@ -33,6 +33,9 @@ pub enum PendingCommand {
         /// Only calls of this tenant.
         #[arg(long, value_parser = parse_id)]
         tenant: Option<Id>,
+        /// Only calls older than this one (the next page after the call with this id).
+        #[arg(long, value_parser = parse_id)]
+        before: Option<Id>,
         /// At most this many.
         #[arg(long)]
         limit: Option<u32>,
@@ -88,6 +91,7 @@ pub fn run(command: PendingCommand, out: &mut impl Write) -> Result<bool, Error>
             tool,
             scope,
             tenant,
+            before,
             limit,
             json,
             store,
@@ -97,6 +101,7 @@ pub fn run(command: PendingCommand, out: &mut impl Write) -> Result<bool, Error>
                 tool,
                 scope,
                 tenant,
+                before,
                 limit,
             };
             let (runtime, store) = open(&store.location()?.ok_or(Error::NoStore)?)?;

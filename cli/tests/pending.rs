@@ -107,6 +107,26 @@ fn contract(flags: &[&str], location: &Location, options: StoreOptions) {
     assert_eq!(newest["status"], "pending");
     assert!(newest.get("context").is_none());
 
+    // A page at a time: --limit, then --before the last id of the page.
+    let first_page = lines(&call(&["pending", "list", "--json", "--limit", "1"]));
+    assert_eq!(first_page.len(), 1);
+    assert_eq!(first_page[0]["id"], json!(held[1].id));
+    let next = call(&[
+        "pending",
+        "list",
+        "--json",
+        "--limit",
+        "1",
+        "--before",
+        held[1].id.as_str(),
+    ]);
+    assert!(next.status.success(), "{}", stderr(&next));
+    let next_page = lines(&next);
+    assert_eq!(next_page.len(), 1);
+    assert_eq!(next_page[0]["id"], json!(held[0].id));
+    let bad = call(&["pending", "list", "--before", "bad id"]);
+    assert!(!bad.status.success());
+
     // show --json: the same object plus the principal's request and the context.
     let shown = call(&["pending", "show", held[0].id.as_str(), "--json"]);
     assert!(shown.status.success(), "{}", stderr(&shown));

@@ -165,22 +165,39 @@ impl Credentials {
     }
 
     /// Whether `secret` proves `reviewer`: their token, or their password. Argon2 is
-    /// slow on purpose; call this off the async threads.
+    /// slow on purpose; call this off the async threads. Every attempt costs one argon2
+    /// verification, so the time taken does not tell which names exist, or their kind.
     pub fn verify(&self, reviewer: &str, secret: &str) -> Option<Id> {
-        let (id, stored) = self
+        let known = self
             .reviewers
             .iter()
-            .find(|(id, _)| id.as_str() == reviewer)?;
-        let ok = match stored {
-            Secret::Token(digest) => equal(digest, &Sha256::digest(secret.as_bytes()).into()),
-            Secret::Argon2(phc) => PasswordHash::new(phc).is_ok_and(|hash| {
-                argon2::Argon2::default()
-                    .verify_password(secret.as_bytes(), &hash)
-                    .is_ok()
-            }),
+            .find(|(id, _)| id.as_str() == reviewer);
+        let ok = match known {
+            Some((_, Secret::Argon2(phc))) => argon2_verifies(phc, secret),
+            Some((_, Secret::Token(digest))) => {
+                argon2_verifies(&DUMMY_HASH, secret);
+                equal(digest, &Sha256::digest(secret.as_bytes()).into())
+            }
+            None => {
+                argon2_verifies(&DUMMY_HASH, secret);
+                false
+            }
         };
-        ok.then(|| id.clone())
+        known.filter(|_| ok).map(|(id, _)| id.clone())
     }
+}
+
+/// A hash no secret is checked against for real: it makes a failed attempt cost what a
+/// real one does.
+static DUMMY_HASH: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| hash_password("tooltrust console timing").unwrap_or_default());
+
+fn argon2_verifies(phc: &str, secret: &str) -> bool {
+    PasswordHash::new(phc).is_ok_and(|hash| {
+        argon2::Argon2::default()
+            .verify_password(secret.as_bytes(), &hash)
+            .is_ok()
+    })
 }
 
 impl fmt::Debug for Credentials {

@@ -4,12 +4,12 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{Form, Path, Query, Request, State};
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use axum::http::{Method, StatusCode};
+use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -27,7 +27,7 @@ use crate::context;
 use crate::csrf::{CsrfKey, random_hex};
 use crate::limits::Limiter;
 use crate::pages::{self, AuditView, CallView, Decidable, Frame, Notice, Quarantined, QueueQuery};
-use crate::sessions::{COOKIE, SESSION_TTL, Sessions};
+use crate::sessions::{COOKIE, SESSION_TTL, Sessions, TLS_COOKIE};
 
 /// Every response's Content-Security-Policy: scripts and styles only from the
 /// console's own embedded files, nothing inline, nothing framed, forms only to itself.
@@ -41,6 +41,16 @@ const PAGE: u32 = 200;
 const LOGINS_PER_NAME: u32 = 10;
 const LOGINS_IN_ALL: u32 = 60;
 
+/// Wrong bearer tokens the whole console accepts per minute before it stops checking
+/// any (a correct one included) until the minute has passed.
+const WRONG_BEARERS: u32 = 60;
+
+/// Chain verifications (each reads the tenant's whole chain) per reviewer per minute.
+const VERIFIES_PER_MINUTE: u32 = 10;
+
+/// What a client without a session is asked for.
+const CHALLENGE: &str = "Bearer realm=\"tooltrust review console\"";
+
 /// The console's state, shared by every request.
 pub(crate) struct App {
     pub(crate) store: Store,
@@ -51,6 +61,8 @@ pub(crate) struct App {
     pub(crate) logins: Limiter,
     /// A second window over every name, so many names cannot multiply the attempts.
     pub(crate) logins_all: Limiter,
+    pub(crate) wrong_bearers: Limiter,
+    pub(crate) verifies: Limiter,
     /// The Host headers a loopback console answers to (DNS rebinding); `None`: any.
     pub(crate) hosts: Option<Vec<String>>,
     /// Served over TLS (cookies are `Secure`, origins `https`).
@@ -58,6 +70,8 @@ pub(crate) struct App {
     pub(crate) kek: Option<Kek>,
     /// How often live views look at the queue.
     pub(crate) poll: Duration,
+    /// The queue's mark as last read, and when: every live view shares one read per poll.
+    mark: tokio::sync::Mutex<Option<(Instant, String)>>,
 }
 
 impl App {
@@ -76,11 +90,33 @@ impl App {
             decisions: Limiter::new(decisions_per_minute),
             logins: Limiter::new(LOGINS_PER_NAME),
             logins_all: Limiter::new(LOGINS_IN_ALL),
+            wrong_bearers: Limiter::new(WRONG_BEARERS),
+            verifies: Limiter::new(VERIFIES_PER_MINUTE),
             hosts: None,
             tls,
             kek,
             poll: Duration::from_secs(1),
+            mark: tokio::sync::Mutex::new(None),
         })
+    }
+
+    /// The session cookie's name: under TLS with the `__Host-` prefix, which browsers
+    /// accept only from a secure origin, for the whole site, for this host alone.
+    fn cookie_name(&self) -> &'static str {
+        if self.tls { TLS_COOKIE } else { COOKIE }
+    }
+
+    /// The queue's mark, read from the store at most once per poll interval.
+    async fn mark(&self) -> Result<String, tooltrust_store::StoreError> {
+        let mut cached = self.mark.lock().await;
+        if let Some((at, mark)) = cached.as_ref()
+            && at.elapsed() < self.poll
+        {
+            return Ok(mark.clone());
+        }
+        let mark = self.store.queue_mark().await?;
+        *cached = Some((Instant::now(), mark.clone()));
+        Ok(mark)
     }
 }
 
@@ -125,13 +161,20 @@ impl App {
                     .and_then(|value| value.strip_prefix("Bearer "));
                 if let Some(token) = bearer {
                     // A wrong token is not a session: no fallback to the cookie.
-                    return credentials.token_holder(token.trim()).map(|id| Viewer {
+                    if self.wrong_bearers.is_full("bearer") {
+                        return None;
+                    }
+                    let holder = credentials.token_holder(token.trim());
+                    if holder.is_none() {
+                        let _ = self.wrong_bearers.take("bearer");
+                    }
+                    return holder.map(|id| Viewer {
                         id: id.clone(),
                         binding: format!("bearer:{id}"),
                         session: false,
                     });
                 }
-                let session = cookie(headers, COOKIE)?;
+                let session = cookie(headers, self.cookie_name())?;
                 let id = self.sessions.reviewer(&session)?;
                 Some(Viewer {
                     id,
@@ -142,12 +185,24 @@ impl App {
         }
     }
 
-    fn frame<'a>(&self, title: &'a str, viewer: &'a Viewer, csrf: &'a str) -> Frame<'a> {
+    /// The frame of a page the viewer sees; `live` is the page's own address, which
+    /// live updates read again when the queue changes.
+    async fn frame<'a>(
+        &self,
+        title: &'a str,
+        viewer: &'a Viewer,
+        csrf: &'a str,
+        live: String,
+    ) -> Frame<'a> {
+        // The mark is read before the page's content, so a change in between shows
+        // as a new mark, never as none.
+        let mark = self.mark().await.ok();
         Frame {
             title,
             viewer: Some(&viewer.id),
             csrf: Some(csrf),
             session: viewer.session,
+            live: mark.map(|mark| (live, mark)),
         }
     }
 
@@ -158,10 +213,17 @@ impl App {
             Box::new(if page {
                 Redirect::to("/login").into_response()
             } else {
-                refusal(
+                let mut response = refusal(
                     StatusCode::UNAUTHORIZED,
                     "sign in first (or send Authorization: Bearer TOKEN)",
-                )
+                );
+                if matches!(self.access, Access::Credentials(_)) {
+                    response.headers_mut().insert(
+                        header::WWW_AUTHENTICATE,
+                        HeaderValue::from_static(CHALLENGE),
+                    );
+                }
+                response
             })
         })
     }
@@ -201,25 +263,38 @@ fn html(status: StatusCode, markup: maud::Markup) -> Response {
 
 /// A refusal as a page of its own.
 fn refusal(status: StatusCode, text: &str) -> Response {
-    let frame = Frame {
-        title: "Refused",
-        viewer: None,
-        csrf: None,
-        session: false,
-    };
-    html(status, pages::page(&frame, pages::problem(text)))
+    html(
+        status,
+        pages::page(&Frame::bare("Refused"), pages::problem(text)),
+    )
 }
 
 async fn not_found() -> Response {
     refusal(StatusCode::NOT_FOUND, "no such page")
 }
 
+/// A store failure: logged whole for the operator, named only vaguely to the browser
+/// (its text may hold a database's address or a row's contents).
 fn store_failed(error: &dyn std::error::Error) -> Response {
     tracing::warn!(error = %error, "the console's store failed");
     refusal(
         StatusCode::SERVICE_UNAVAILABLE,
-        &format!("the store failed: {error}; try again"),
+        "the store did not answer as expected; try again (the console's log says more)",
     )
+}
+
+/// A 429 that says how long to wait (`{}` in `text` is the number of seconds), in its
+/// text and in `Retry-After`.
+fn too_many(wait: Duration, text: &str) -> Response {
+    let seconds = wait.as_secs().max(1).to_string();
+    let mut response = refusal(
+        StatusCode::TOO_MANY_REQUESTS,
+        &text.replacen("{}", &seconds, 1),
+    );
+    if let Ok(value) = HeaderValue::from_str(&seconds) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
 }
 
 /// An optional id from a form or query field (empty: none).
@@ -238,6 +313,7 @@ fn optional_id(text: &str, what: &str) -> Result<Option<Id>, Box<Response>> {
 async fn queue(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
+    uri: Uri,
     Query(query): Query<QueueQuery>,
 ) -> Response {
     let viewer = match app.require(&headers, true) {
@@ -251,29 +327,36 @@ async fn queue(
             Err(e) => return refusal(StatusCode::BAD_REQUEST, &e.to_string()),
         },
     };
-    let (scope, tenant) = match (
+    let (scope, tenant, before) = match (
         optional_id(&query.scope, "scope"),
         optional_id(&query.tenant, "tenant"),
+        optional_id(&query.before, "before"),
     ) {
-        (Ok(scope), Ok(tenant)) => (scope, tenant),
-        (Err(response), _) | (_, Err(response)) => return *response,
+        (Ok(scope), Ok(tenant), Ok(before)) => (scope, tenant, before),
+        (Err(response), _, _) | (_, Err(response), _) | (_, _, Err(response)) => {
+            return *response;
+        }
     };
+    let csrf = app.csrf.token(&viewer.binding);
+    let frame = app.frame("Queue", &viewer, &csrf, uri.to_string()).await;
     let filter = ListFilter {
         status,
         tool: (!query.tool.is_empty()).then(|| query.tool.clone()),
         scope,
         tenant,
+        before,
         limit: Some(PAGE),
     };
     let calls = match app.store.list(&filter).await {
         Ok(calls) => calls,
         Err(error) => return store_failed(&error),
     };
-    let csrf = app.csrf.token(&viewer.binding);
-    let frame = app.frame("Queue", &viewer, &csrf);
+    let older = (calls.len() == PAGE as usize)
+        .then(|| calls.last().map(|call| &call.id))
+        .flatten();
     html(
         StatusCode::OK,
-        pages::page(&frame, pages::queue(&query, &calls)),
+        pages::page(&frame, pages::queue(&query, &calls, older)),
     )
 }
 
@@ -293,36 +376,60 @@ async fn show_call(
         Ok(viewer) => viewer,
         Err(response) => return *response,
     };
-    let notice = match query.done.as_str() {
-        "approved" | "rejected" => Some(Notice {
-            refused: false,
-            text: format!(
-                "You {} this call; your decision is recorded in the audit chain.",
-                query.done
-            ),
-        }),
-        _ => None,
+    let extras = Extras {
+        done: Some(query.done.as_str()),
+        ..Extras::default()
     };
-    call_page(&app, &viewer, &id, StatusCode::OK, notice, None).await
+    call_page(&app, &viewer, &id, StatusCode::OK, extras).await
 }
 
-/// The page of call `id`, with a notice and an opened quarantined output, if any.
+/// What a call page shows besides the call.
+#[derive(Default)]
+struct Extras<'a> {
+    /// The decision the viewer was just redirected from (`?done=`): said only when the
+    /// call is decided that way, by them.
+    done: Option<&'a str>,
+    /// What just happened, or why the last action was refused.
+    notice: Option<Notice>,
+    /// A quarantined output (key, reader) just opened, or why it did not open.
+    opened: Option<(Id, Id, Result<String, String>)>,
+}
+
+/// The page of call `id`, with what else it shows.
 async fn call_page(
     app: &App,
     viewer: &Viewer,
     id: &str,
     status: StatusCode,
-    notice: Option<Notice>,
-    opened: Option<(Id, Id, Result<String, String>)>,
+    extras: Extras<'_>,
 ) -> Response {
+    let Extras {
+        done,
+        mut notice,
+        opened,
+    } = extras;
     let Ok(id) = Id::new(id) else {
         return refusal(StatusCode::NOT_FOUND, "no held call has this id");
     };
+    let csrf = app.csrf.token(&viewer.binding);
+    let title = format!("Held call {id}");
+    let frame = app
+        .frame(&title, viewer, &csrf, format!("/calls/{id}"))
+        .await;
     let call = match app.store.get(&id).await {
         Ok(Some(call)) => call,
         Ok(None) => return refusal(StatusCode::NOT_FOUND, &format!("no held call has id {id}")),
         Err(error) => return store_failed(&error),
     };
+    if let Some(done) = done
+        && call.status.as_str() == done
+        && call.decided_by.as_ref() == Some(&viewer.id)
+    {
+        notice = Some(Notice {
+            refused: false,
+            text: format!("You {done} this call; your decision is recorded in the audit chain."),
+        });
+    }
     let mut quarantined = match quarantined_for(app, &call).await {
         Ok(outputs) => outputs,
         Err(error) => return store_failed(&error),
@@ -334,7 +441,6 @@ async fn call_page(
             }
         }
     }
-    let csrf = app.csrf.token(&viewer.binding);
     let decidable = if call.status != PendingStatus::Pending {
         Decidable::Decided
     } else if call.author == viewer.id {
@@ -350,37 +456,28 @@ async fn call_page(
         quarantined,
         decrypt: app.kek.as_ref().map(|_| csrf.as_str()),
     };
-    let title = format!("Held call {}", call.id);
-    let frame = app.frame(&title, viewer, &csrf);
     html(status, pages::page(&frame, pages::call(&view)))
 }
 
 /// The quarantined outputs a held call's reviewer may ask to decrypt: those of its
-/// tenant produced by the scope that made it, or named in its context.
+/// tenant produced by the scope that made it. (Never those its context names: the
+/// context holds outsiders' text, which could name another scope's outputs.)
 async fn quarantined_for(
     app: &App,
     call: &PendingCall,
 ) -> Result<Vec<Quarantined>, tooltrust_store::StoreError> {
     let store = app.store.for_tenant(call.tenant.clone());
-    let mut found = Vec::new();
-    for (key, reader) in store.list_sealed().await? {
-        let Some(copy) = store.get_sealed(&key, &reader).await? else {
-            continue;
-        };
-        let named = call
-            .context
-            .as_deref()
-            .is_some_and(|context| context.contains(key.as_str()));
-        if copy.target == call.scope || named {
-            found.push(Quarantined {
-                key,
-                reader,
-                target: copy.target,
-                opened: None,
-            });
-        }
-    }
-    Ok(found)
+    Ok(store
+        .sealed_by(&call.scope)
+        .await?
+        .into_iter()
+        .map(|(key, reader)| Quarantined {
+            key,
+            reader,
+            target: call.scope.clone(),
+            opened: None,
+        })
+        .collect())
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -411,17 +508,10 @@ async fn decide(
         }
     };
     if let Err(wait) = app.decisions.take(viewer.id.as_str()) {
-        let mut response = refusal(
-            StatusCode::TOO_MANY_REQUESTS,
-            &format!(
-                "too many decisions in a minute; wait {} s and decide again",
-                wait.as_secs().max(1)
-            ),
+        return too_many(
+            wait,
+            "too many decisions in a minute; wait {} s and decide again",
         );
-        if let Ok(value) = HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
-            response.headers_mut().insert(header::RETRY_AFTER, value);
-        }
-        return response;
     }
     let reason = form.reason.unwrap_or_default();
     match app
@@ -446,13 +536,20 @@ async fn decide(
                 DecideError::AlreadyDecided { status, .. } => format!(
                     "Someone decided this call first: it is {status}. Your decision was not recorded."
                 ),
+                DecideError::Store(store) => {
+                    tracing::warn!(error = %store, "the console's store failed");
+                    "Your decision was not recorded: the store did not answer as expected; try again.".to_owned()
+                }
                 other => format!("Your decision was refused: {other}."),
             };
-            let notice = Notice {
-                refused: true,
-                text,
+            let extras = Extras {
+                notice: Some(Notice {
+                    refused: true,
+                    text,
+                }),
+                ..Extras::default()
             };
-            call_page(&app, &viewer, &id, status, Some(notice), None).await
+            call_page(&app, &viewer, &id, status, extras).await
         }
     }
 }
@@ -526,15 +623,11 @@ async fn decrypt(
         tooltrust::quarantine::open_sealed(kek, &copy.sealed, &key, &output.target, &reader)
             .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
             .map_err(|e| format!("cannot decrypt: {e}"));
-    call_page(
-        &app,
-        &viewer,
-        &id,
-        StatusCode::OK,
-        None,
-        Some((key, reader, opened)),
-    )
-    .await
+    let extras = Extras {
+        opened: Some((key, reader, opened)),
+        ..Extras::default()
+    };
+    call_page(&app, &viewer, &id, StatusCode::OK, extras).await
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -549,24 +642,38 @@ struct AuditQuery {
 async fn audit(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
+    uri: Uri,
     Query(query): Query<AuditQuery>,
 ) -> Response {
-    audit_page(&app, &headers, &query, false).await
+    audit_page(&app, &headers, uri, &query, false).await
 }
 
 async fn verify(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
+    uri: Uri,
     Query(query): Query<AuditQuery>,
 ) -> Response {
-    audit_page(&app, &headers, &query, true).await
+    audit_page(&app, &headers, uri, &query, true).await
 }
 
-async fn audit_page(app: &App, headers: &HeaderMap, query: &AuditQuery, verify: bool) -> Response {
+async fn audit_page(
+    app: &App,
+    headers: &HeaderMap,
+    uri: Uri,
+    query: &AuditQuery,
+    verify: bool,
+) -> Response {
     let viewer = match app.require(headers, true) {
         Ok(viewer) => viewer,
         Err(response) => return *response,
     };
+    if verify && let Err(wait) = app.verifies.take(viewer.id.as_str()) {
+        return too_many(
+            wait,
+            "too many chain verifications in a minute; wait {} s and verify again",
+        );
+    }
     let tenant = match optional_id(&query.tenant, "tenant") {
         Ok(tenant) => tenant.unwrap_or_else(|| app.store.tenant().clone()),
         Err(response) => return *response,
@@ -601,32 +708,46 @@ async fn audit_page(app: &App, headers: &HeaderMap, query: &AuditQuery, verify: 
         older,
     };
     let csrf = app.csrf.token(&viewer.binding);
-    let frame = app.frame("Audit chain", &viewer, &csrf);
+    let frame = app
+        .frame("Audit chain", &viewer, &csrf, uri.to_string())
+        .await;
     html(StatusCode::OK, pages::page(&frame, pages::audit(&view)))
 }
 
-/// Server-sent events: `queue` with the queue's mark, whenever it changes.
+/// Server-sent events: `queue` with the queue's mark, whenever it changes. The stream
+/// ends when the viewer's session does.
 async fn events(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    if let Err(response) = app.require(&headers, false) {
-        return *response;
-    }
-    Sse::new(marks(app))
+    let viewer = match app.require(&headers, false) {
+        Ok(viewer) => viewer,
+        Err(response) => return *response,
+    };
+    let session = viewer
+        .session
+        .then(|| cookie(&headers, app.cookie_name()))
+        .flatten();
+    Sse::new(marks(app, session))
         .keep_alive(KeepAlive::default())
         .into_response()
 }
 
-fn marks(app: Arc<App>) -> impl Stream<Item = Result<Event, Infallible>> {
-    futures_util::stream::unfold((app, None::<String>), |(app, last)| async move {
+fn marks(app: Arc<App>, session: Option<String>) -> impl Stream<Item = Result<Event, Infallible>> {
+    let start = (app, session, None::<String>);
+    futures_util::stream::unfold(start, |(app, session, last)| async move {
         let mut first = last.is_none();
         loop {
             if !first {
                 tokio::time::sleep(app.poll).await;
             }
             first = false;
-            match app.store.queue_mark().await {
+            if let Some(session) = &session
+                && app.sessions.reviewer(session).is_none()
+            {
+                return None;
+            }
+            match app.mark().await {
                 Ok(mark) if last.as_deref() != Some(mark.as_str()) => {
                     let event = Event::default().event("queue").data(mark.clone());
-                    return Some((Ok(event), (app, Some(mark))));
+                    return Some((Ok(event), (app, session, Some(mark))));
                 }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(error = %error, "the console cannot read the queue"),
@@ -645,31 +766,30 @@ async fn login_page(State(app): State<Arc<App>>) -> Response {
     if matches!(app.access, Access::Reviewer(_)) {
         return Redirect::to("/").into_response();
     }
-    let frame = Frame {
-        title: "Sign in",
-        viewer: None,
-        csrf: None,
-        session: false,
-    };
+    let frame = Frame::bare("Sign in");
     html(StatusCode::OK, pages::page(&frame, pages::login(None)))
 }
 
-async fn login(State(app): State<Arc<App>>, Form(form): Form<LoginForm>) -> Response {
+async fn login(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
     let Access::Credentials(credentials) = &app.access else {
         return Redirect::to("/").into_response();
     };
     let reviewer = form.reviewer.unwrap_or_default();
     let secret = form.secret.unwrap_or_default();
-    let frame = Frame {
-        title: "Sign in",
-        viewer: None,
-        csrf: None,
-        session: false,
-    };
+    let frame = Frame::bare("Sign in");
+    // The console-wide window first, so the per-name window holds at most its
+    // attempts' worth of names; a name that is no id names no reviewer and has none.
     let limited = app
-        .logins
-        .take(&format!("name:{reviewer}"))
-        .and_then(|()| app.logins_all.take("all"));
+        .logins_all
+        .take("all")
+        .and_then(|()| match Id::new(&reviewer) {
+            Ok(name) => app.logins.take(name.as_str()),
+            Err(_) => Ok(()),
+        });
     if let Err(wait) = limited {
         let text = format!(
             "too many sign-in attempts; wait {} s",
@@ -700,9 +820,14 @@ async fn login(State(app): State<Arc<App>>, Form(form): Form<LoginForm>) -> Resp
             "no randomness for a session",
         );
     };
+    // Signing in again ends the session the browser had: one cookie, one session.
+    if let Some(old) = cookie(&headers, app.cookie_name()) {
+        app.sessions.close(&old);
+    }
     app.sessions.open(session.clone(), id);
     let cookie = format!(
-        "{COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        "{}={session}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        app.cookie_name(),
         SESSION_TTL.as_secs(),
         if app.tls { "; Secure" } else { "" }
     );
@@ -726,11 +851,15 @@ async fn logout(
     if let Err(response) = app.require_post(&headers, form.csrf.as_deref()) {
         return *response;
     }
-    if let Some(session) = cookie(&headers, COOKIE) {
+    if let Some(session) = cookie(&headers, app.cookie_name()) {
         app.sessions.close(&session);
     }
     let mut response = Redirect::to("/login").into_response();
-    let expired = format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    let expired = format!(
+        "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{}",
+        app.cookie_name(),
+        if app.tls { "; Secure" } else { "" }
+    );
     if let Ok(value) = HeaderValue::from_str(&expired) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }

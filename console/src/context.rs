@@ -75,47 +75,36 @@ fn block(parsed: &ParsedBlock<'_>) -> Block {
     }
 }
 
-/// How far past an escaped bracket a rewritten span may reach (a tag name, a nonce and
-/// attributes; the neutraliser's matches are shorter).
-const WINDOW: usize = 512;
-
 /// Splits a rendered body at the spans the neutraliser rewrote. A rewritten span
-/// starts with an escaped bracket (`&lt;` or `&#91;`); putting the bracket back and
-/// asking the neutraliser whether it would rewrite a span starting there finds exactly
-/// the spans it rewrote, by the neutraliser's own rules.
+/// starts with an escaped bracket (`&lt;` or `&#91;`); putting every escaped bracket
+/// back and asking the neutraliser where it would rewrite finds exactly the spans it
+/// rewrote, by its own rules, whatever their length (`&lt;&lt;SYS>>` included). The
+/// body cannot tell a span the neutraliser escaped from one an outsider wrote escaped;
+/// both are inert, and the page says so.
 pub(crate) fn pieces(body: &str) -> Vec<Piece> {
+    let (plain, at_body) = unescape_brackets(body);
     let mut out = Vec::new();
     let mut text_from = 0;
-    let mut at = 0;
-    while let Some(found) = next_escape(body, at) {
-        let (pos, entity, bracket) = found;
-        let after = pos + entity.len();
-        let mut end = (after + WINDOW).min(body.len());
-        while !body.is_char_boundary(end) {
-            end -= 1;
+    for finding in neutralise(&plain).findings {
+        let (Some(&start), Some(&end)) = (
+            at_body.get(finding.at),
+            at_body.get(finding.at + finding.len),
+        ) else {
+            continue;
+        };
+        // Only where the body holds an escaped bracket: a literal one was not rewritten.
+        let escaped = body[start..].starts_with("&lt;") || body[start..].starts_with("&#91;");
+        if !escaped || start < text_from {
+            continue;
         }
-        let window = format!("{bracket}{}", &body[after..end]);
-        let first = neutralise(&window).findings.into_iter().next();
-        match first {
-            Some(finding) if finding.at == 0 => {
-                let span_end =
-                    (pos + finding.len - bracket.len_utf8() + entity.len()).min(body.len());
-                if !body.is_char_boundary(span_end) {
-                    at = after;
-                    continue;
-                }
-                if text_from < pos {
-                    out.push(Piece::Text(body[text_from..pos].to_owned()));
-                }
-                out.push(Piece::Neutralised {
-                    text: body[pos..span_end].to_owned(),
-                    matched: finding.matched,
-                });
-                text_from = span_end;
-                at = span_end;
-            }
-            _ => at = after,
+        if text_from < start {
+            out.push(Piece::Text(body[text_from..start].to_owned()));
         }
+        out.push(Piece::Neutralised {
+            text: body[start..end].to_owned(),
+            matched: finding.matched,
+        });
+        text_from = end;
     }
     if text_from < body.len() {
         out.push(Piece::Text(body[text_from..].to_owned()));
@@ -123,22 +112,30 @@ pub(crate) fn pieces(body: &str) -> Vec<Piece> {
     out
 }
 
-/// The next `&lt;` or `&#91;` at or after `from`: its offset, the entity and the
-/// bracket it stands for.
-fn next_escape(body: &str, from: usize) -> Option<(usize, &'static str, char)> {
-    let rest = body.get(from..)?;
-    let mut search = 0;
-    while let Some(i) = rest[search..].find('&') {
-        let pos = search + i;
-        if rest[pos..].starts_with("&lt;") {
-            return Some((from + pos, "&lt;", '<'));
+/// `body` with every `&lt;` and `&#91;` put back as its bracket, and for each byte
+/// offset of that text (and its end) the offset in `body` it came from.
+fn unescape_brackets(body: &str) -> (String, Vec<usize>) {
+    let mut plain = String::with_capacity(body.len());
+    let mut at_body = Vec::with_capacity(body.len() + 1);
+    let mut i = 0;
+    while i < body.len() {
+        let rest = &body[i..];
+        let (ch, taken) = if rest.starts_with("&lt;") {
+            ('<', 4)
+        } else if rest.starts_with("&#91;") {
+            ('[', 5)
+        } else {
+            let c = rest.chars().next().unwrap_or('\0');
+            (c, c.len_utf8())
+        };
+        for _ in 0..ch.len_utf8() {
+            at_body.push(i);
         }
-        if rest[pos..].starts_with("&#91;") {
-            return Some((from + pos, "&#91;", '['));
-        }
-        search = pos + 1;
+        plain.push(ch);
+        i += taken;
     }
-    None
+    at_body.push(body.len());
+    (plain, at_body)
 }
 
 #[cfg(test)]
@@ -183,6 +180,41 @@ mod tests {
             })
             .collect();
         assert_eq!(joined, body);
+    }
+
+    #[test]
+    fn long_and_doubled_forgeries_are_found_whole() {
+        // Filler the neutraliser reads through, longer than any fixed window.
+        let filler = "\u{200b}".repeat(400);
+        let body = format!("x &lt;{filler}/untrusted_content_ab> y &lt;&lt;SYS>> z &lt;&lt;/SYS>>");
+        let pieces = pieces(&body);
+        let spans = rewritten(&pieces);
+        assert!(spans.len() >= 3, "{spans:?}");
+        assert!(
+            spans[0].0.starts_with("&lt;\u{200b}")
+                && spans[0].0.ends_with("/untrusted_content_ab>")
+        );
+        assert!(
+            spans
+                .iter()
+                .any(|(text, _)| text.starts_with("&lt;&lt;SYS")),
+            "{spans:?}"
+        );
+        assert!(
+            spans
+                .iter()
+                .any(|(text, _)| text.starts_with("&lt;&lt;/SYS")),
+            "{spans:?}"
+        );
+        let joined: String = pieces
+            .iter()
+            .map(|piece| match piece {
+                Piece::Text(text) | Piece::Neutralised { text, .. } => text.as_str(),
+            })
+            .collect();
+        assert_eq!(joined, body);
+        // A literal bracket was never rewritten, so it is never marked.
+        assert!(rewritten(&super::pieces("<system_instructions>")).is_empty());
     }
 
     #[test]

@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 const WINDOW: Duration = Duration::from_secs(60);
 
+/// How many keys the limiter holds before it forgets those with an empty minute.
+const PRUNE_AT: usize = 1024;
+
 /// A rolling one-minute window per key.
 pub(crate) struct Limiter {
     per_minute: u32,
@@ -26,8 +29,38 @@ impl Limiter {
         self.take_at(key, Instant::now())
     }
 
+    /// Whether `key`'s minute is full (without counting an event).
+    pub(crate) fn is_full(&self, key: &str) -> bool {
+        let now = Instant::now();
+        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.get(key).is_some_and(|times| {
+            times
+                .iter()
+                .filter(|t| now.saturating_duration_since(**t) < WINDOW)
+                .count()
+                >= self.per_minute as usize
+        })
+    }
+
+    /// How many keys it holds.
+    #[cfg(test)]
+    fn keys(&self) -> usize {
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
     fn take_at(&self, key: &str, now: Instant) -> Result<(), Duration> {
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        // Keys whose minute has passed are forgotten, so many keys cannot pile up.
+        if seen.len() >= PRUNE_AT {
+            seen.retain(|_, times| {
+                times
+                    .back()
+                    .is_some_and(|t| now.saturating_duration_since(*t) < WINDOW)
+            });
+        }
         let times = seen.entry(key.to_owned()).or_default();
         while times
             .front()
@@ -72,5 +105,20 @@ mod tests {
                 .take_at("alice", start + Duration::from_secs(60))
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn keys_whose_minute_passed_are_forgotten() {
+        let limiter = Limiter::new(1);
+        let start = Instant::now();
+        for i in 0..PRUNE_AT {
+            assert!(limiter.take_at(&format!("k{i}"), start).is_ok());
+        }
+        assert_eq!(limiter.keys(), PRUNE_AT);
+        let later = start + WINDOW;
+        assert!(limiter.take_at("fresh", later).is_ok());
+        assert_eq!(limiter.keys(), 1);
+        // A key still inside its minute is kept, and still limited.
+        assert!(limiter.take_at("fresh", later).is_err());
     }
 }

@@ -19,6 +19,22 @@ pub(crate) struct Frame<'a> {
     pub(crate) csrf: Option<&'a str>,
     /// Whether the viewer signed in (and can sign out).
     pub(crate) session: bool,
+    /// For live updates: the page's own address (read again when the queue changes)
+    /// and the queue's mark when the page was made.
+    pub(crate) live: Option<(String, String)>,
+}
+
+impl Frame<'_> {
+    /// The frame of a page without a viewer (sign-in, refusals).
+    pub(crate) fn bare(title: &str) -> Frame<'_> {
+        Frame {
+            title,
+            viewer: None,
+            csrf: None,
+            session: false,
+            live: None,
+        }
+    }
 }
 
 /// The page around `body`.
@@ -30,6 +46,10 @@ pub(crate) fn page(frame: &Frame<'_>, body: Markup) -> Markup {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 @if let Some(csrf) = frame.csrf { meta name="csrf" content=(csrf); }
+                @if let Some((url, mark)) = &frame.live {
+                    meta name="live-url" content=(url);
+                    meta name="live-mark" content=(mark);
+                }
                 title { (frame.title) " · tooltrust review console" }
                 link rel="stylesheet" href="/assets/console.css";
                 script src="/assets/console.js" defer {}
@@ -68,12 +88,16 @@ pub(crate) struct QueueQuery {
     pub(crate) scope: String,
     #[serde(default)]
     pub(crate) tenant: String,
+    /// Page back from this call (its id).
+    #[serde(default)]
+    pub(crate) before: String,
 }
 
 const STATUSES: [&str; 4] = ["pending", "approved", "rejected", "ran"];
 
-/// The review queue: filters, and every held call that matches, newest first.
-pub(crate) fn queue(query: &QueueQuery, calls: &[PendingCall]) -> Markup {
+/// The review queue: filters, and every held call that matches, newest first, a page
+/// at a time (`older`: the last call shown, when there may be more).
+pub(crate) fn queue(query: &QueueQuery, calls: &[PendingCall], older: Option<&Id>) -> Markup {
     html! {
         h1 { "Held calls" }
         form.filters method="get" action="/" {
@@ -110,6 +134,17 @@ pub(crate) fn queue(query: &QueueQuery, calls: &[PendingCall]) -> Markup {
                         }
                     }
                 }
+            }
+        }
+        @if let Some(last) = older {
+            p.older {
+                a #older href={ "/?" (query_string(&[
+                    ("status", query.status.as_str()),
+                    ("tool", query.tool.as_str()),
+                    ("scope", query.scope.as_str()),
+                    ("tenant", query.tenant.as_str()),
+                    ("before", last.as_str()),
+                ])) } { "Older calls" }
             }
         }
     }
@@ -205,7 +240,7 @@ pub(crate) fn call(view: &CallView<'_>) -> Markup {
             h2 { "The context that led to it" }
             p.legend {
                 span.untrusted-label { "UNTRUSTED" } " blocks were written by outsiders: read them as data, never as orders. "
-                mark.neutralised { "Highlighted" } " spans are forged tags or chat tokens the neutraliser made inert."
+                mark.neutralised { "Highlighted" } " spans read as forged tags or chat tokens; their bracket is escaped, so they are inert (the neutraliser rewrote them, or the outsider wrote them escaped)."
             }
             @match &view.context {
                 None => p.empty { "Not recorded by the host." },
@@ -422,7 +457,11 @@ pub(crate) fn audit(view: &AuditView<'_>) -> Markup {
                 }
             }
             @if let Some(before) = view.older {
-                p { a href={ "/audit?tenant=" (view.tenant) "&q=" (url_escape(view.search)) "&before=" (before) } { "Older entries" } }
+                p { a href={ "/audit?" (query_string(&[
+                    ("tenant", view.tenant.as_str()),
+                    ("q", view.search),
+                    ("before", &before.to_string()),
+                ])) } { "Older entries" } }
             }
         }
     }
@@ -440,17 +479,13 @@ fn event_name(line: &str) -> String {
         .unwrap_or_else(|| "?".to_owned())
 }
 
-/// Percent-encodes a query value.
-fn url_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+/// A query string of the non-empty fields, percent-encoded.
+fn query_string(fields: &[(&str, &str)]) -> String {
+    let present: Vec<_> = fields
+        .iter()
+        .filter(|(_, value)| !value.is_empty())
+        .collect();
+    serde_urlencoded::to_string(present).unwrap_or_default()
 }
 
 /// The sign-in page.

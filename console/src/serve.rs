@@ -142,15 +142,8 @@ impl Console {
             config.kek,
         )
         .map_err(|e| StartError::Random(e.to_string()))?;
-        if matches!(app.access, Access::Reviewer(_)) {
-            // Only its own names: a page of another site that rebinds its name to the
-            // loopback address still sends its own Host.
-            let port = local.port();
-            app.hosts = Some(vec![
-                format!("127.0.0.1:{port}"),
-                format!("localhost:{port}"),
-                format!("[::1]:{port}"),
-            ]);
+        if local.ip().is_loopback() {
+            app.hosts = Some(loopback_hosts(local, tls.is_some()));
         }
         Ok(Console {
             listener,
@@ -189,26 +182,24 @@ impl Console {
             }
             Some(acceptor) => {
                 tokio::pin!(shutdown);
+                let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS));
                 loop {
-                    let (tcp, _) = tokio::select! {
+                    let (slot, (tcp, _)) = tokio::select! {
                         () = &mut shutdown => return Ok(()),
-                        accepted = self.listener.accept() => match accepted {
-                            Ok(accepted) => accepted,
-                            Err(error) => {
-                                tracing::warn!(error = %error, "the console cannot accept a connection");
-                                continue;
-                            }
-                        },
+                        accepted = accept(&self.listener, &slots) => accepted,
                     };
                     let acceptor = acceptor.clone();
                     let router = router.clone();
                     tokio::spawn(async move {
+                        let _slot = slot;
                         let handshake = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp));
                         let Ok(Ok(stream)) = handshake.await else {
                             return;
                         };
                         let service = hyper_util::service::TowerToHyperService::new(router);
                         let served = hyper::server::conn::http1::Builder::new()
+                            .timer(hyper_util::rt::TokioTimer::new())
+                            .header_read_timeout(HEADERS)
                             .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                             .await;
                         if let Err(error) = served {
@@ -221,8 +212,61 @@ impl Console {
     }
 }
 
+/// The Host headers a loopback console answers to: only its own names. A page of
+/// another site that rebinds its name to the loopback address (DNS rebinding) still
+/// sends its own name as Host, and is refused.
+fn loopback_hosts(local: SocketAddr, tls: bool) -> Vec<String> {
+    let port = local.port();
+    let mut names = vec![
+        local.to_string(),
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+    ];
+    // A client leaves the scheme's default port out of Host.
+    if port == if tls { 443 } else { 80 } {
+        let ip = match local.ip() {
+            std::net::IpAddr::V4(ip) => ip.to_string(),
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        };
+        names.extend([ip, "127.0.0.1".into(), "localhost".into(), "[::1]".into()]);
+    }
+    names.dedup();
+    names
+}
+
 /// How long a client has to finish the TLS handshake.
 const HANDSHAKE: Duration = Duration::from_secs(10);
+
+/// How long a client has to send a request's headers.
+const HEADERS: Duration = Duration::from_secs(30);
+
+/// Connections served at once; more wait in the listener's backlog.
+const CONNECTIONS: usize = 256;
+
+/// The pause after a failed accept (out of file descriptors: retrying at once would spin).
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// The next connection, once a slot for it is free (`None`: the semaphore was closed,
+/// which this console never does).
+async fn accept(
+    listener: &TcpListener,
+    slots: &Arc<tokio::sync::Semaphore>,
+) -> (
+    Option<tokio::sync::OwnedSemaphorePermit>,
+    (tokio::net::TcpStream, SocketAddr),
+) {
+    let slot = slots.clone().acquire_owned().await.ok();
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return (slot, accepted),
+            Err(error) => {
+                tracing::warn!(error = %error, "the console cannot accept a connection");
+                tokio::time::sleep(ACCEPT_PAUSE).await;
+            }
+        }
+    }
+}
 
 fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, StartError> {
     use rustls::pki_types::pem::PemObject;

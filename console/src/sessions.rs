@@ -10,8 +10,11 @@ use tooltrust::Id;
 /// How long a session lasts without being renewed.
 pub(crate) const SESSION_TTL: Duration = Duration::from_secs(8 * 60 * 60);
 
-/// The cookie's name.
+/// The cookie's name on plain HTTP (a loopback console).
 pub(crate) const COOKIE: &str = "tooltrust_console";
+
+/// The cookie's name under TLS.
+pub(crate) const TLS_COOKIE: &str = "__Host-tooltrust_console";
 
 #[derive(Default)]
 pub(crate) struct Sessions {

@@ -81,6 +81,10 @@ async fn with_credentials_the_identity_comes_from_the_sign_in_only() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        response.headers()["www-authenticate"],
+        "Bearer realm=\"tooltrust review console\""
+    );
 
     // A wrong password, an unknown reviewer, a token for the wrong name: refused.
     let login = format!("{}login", console.url);
@@ -178,7 +182,14 @@ async fn with_credentials_the_identity_comes_from_the_sign_in_only() {
         "a wrong token never falls back to the cookie"
     );
 
-    // Signing out ends the session.
+    // Signing out ends the session, and the live updates it had open.
+    let mut live = http
+        .get(format!("{}events", console.url))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(live.status(), StatusCode::OK);
     let response = http
         .post(format!("{}logout", console.url))
         .header("cookie", &session)
@@ -195,6 +206,80 @@ async fn with_credentials_the_identity_comes_from_the_sign_in_only() {
         .await
         .unwrap();
     assert_eq!(after.status(), StatusCode::SEE_OTHER);
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while live.chunk().await.ok().flatten().is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the event stream ends with the session");
+
+    // Signing in again from a browser that has a session ends that session.
+    let sign_in = |cookie: Option<String>| {
+        let mut request = http
+            .post(&login)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(common::form(&[
+                ("reviewer", "alice"),
+                ("secret", "correct horse battery staple"),
+            ]));
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            let cookie = response.headers()["set-cookie"].to_str().unwrap();
+            cookie.split(';').next().unwrap().to_owned()
+        }
+    };
+    let first = sign_in(None).await;
+    let second = sign_in(Some(first.clone())).await;
+    let status = |cookie: String| {
+        let request = http.get(&console.url).header("cookie", cookie);
+        async move { request.send().await.unwrap().status() }
+    };
+    assert_eq!(status(second).await, StatusCode::OK);
+    assert_eq!(status(first).await, StatusCode::SEE_OTHER);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_guesses_are_limited_and_a_loopback_console_answers_to_its_names_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::store(&dir).await;
+    let mut config = loopback(&store, "unused");
+    config.access = credentials(&dir, &format!("bob token {TOKEN}\n"));
+    let console = start(config).await;
+    let http = client();
+    let as_bob = |token: String| {
+        let request = http
+            .get(&console.url)
+            .header("authorization", format!("Bearer {token}"));
+        async move { request.send().await.unwrap().status() }
+    };
+    assert_eq!(as_bob(TOKEN.to_owned()).await, StatusCode::OK);
+
+    // DNS rebinding: another name for the loopback address is refused, with
+    // credentials as without.
+    let rebound = http
+        .get(&console.url)
+        .header("host", format!("evil.example:{}", console.addr.port()))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), StatusCode::MISDIRECTED_REQUEST);
+    let named = http
+        .get(format!("http://localhost:{}/", console.addr.port()))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(named.status(), StatusCode::OK);
+
+    // A minute of wrong guesses, and then not even the right token is checked.
+    for guess in 0..60 {
+        let status = as_bob(format!("{guess:0>40}")).await;
+        assert_eq!(status, StatusCode::SEE_OTHER, "guess {guess}");
+    }
+    assert_eq!(as_bob(TOKEN.to_owned()).await, StatusCode::SEE_OTHER);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,11 +350,10 @@ async fn a_console_on_every_interface_serves_over_tls() {
         .send()
         .await
         .unwrap();
+    let cookie = login.headers()["set-cookie"].to_str().unwrap();
     assert!(
-        login.headers()["set-cookie"]
-            .to_str()
-            .unwrap()
-            .contains("Secure")
+        cookie.starts_with("__Host-tooltrust_console=") && cookie.contains("Secure"),
+        "{cookie}"
     );
     // Plain HTTP to the TLS port gets no page.
     let plain = client()
@@ -303,6 +387,18 @@ async fn a_quarantined_output_opens_only_on_a_recorded_request() {
             reader: reader.clone(),
             target: held.scope.clone(),
             sealed,
+        })
+        .await
+        .unwrap();
+    // Another scope's output is never offered, though the outsider's text names it.
+    let elsewhere = Id::new("kettle").unwrap();
+    assert!(held.context.as_deref().unwrap().contains("kettle"));
+    store
+        .put_sealed(&SealedCopy {
+            key: elsewhere.clone(),
+            reader: reader.clone(),
+            target: Id::new("another-scope").unwrap(),
+            sealed: vec![0; 64],
         })
         .await
         .unwrap();
@@ -340,6 +436,7 @@ async fn a_quarantined_output_opens_only_on_a_recorded_request() {
     let url = format!("{}calls/{}", console.url, held.id);
     let page = http.get(&url).send().await.unwrap().text().await.unwrap();
     assert!(page.contains("Decrypt for review") && !page.contains("child said"));
+    assert!(!page.contains("another-scope"));
     let token = csrf(&page);
     let decrypt = format!("{url}/decrypt");
     let response = post(
@@ -360,6 +457,21 @@ async fn a_quarantined_output_opens_only_on_a_recorded_request() {
     )
     .await;
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let response = post(
+        &http,
+        &decrypt,
+        &[
+            ("csrf", &token),
+            ("key", "kettle"),
+            ("reader", "reviewer-copy"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        response.status(),
+        StatusCode::NOT_FOUND,
+        "another scope's output"
+    );
     let opened = |entries: &[tooltrust_store::ChainEntry]| entries.len();
     let recorded = EntryFilter {
         contains: Some("quarantine_opened_for_review".into()),

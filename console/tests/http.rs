@@ -205,7 +205,12 @@ async fn the_queue_lists_held_calls_newest_first_and_filters_them() {
     .await;
     assert!(other_tool.contains("No held call matches."));
 
-    for bad in ["status=maybe", "scope=a%20b", "tenant=%3Cx%3E"] {
+    for bad in [
+        "status=maybe",
+        "scope=a%20b",
+        "tenant=%3Cx%3E",
+        "before=%3Cx%3E",
+    ] {
         let response = http
             .get(format!("{}?{bad}", console.url))
             .send()
@@ -214,6 +219,44 @@ async fn the_queue_lists_held_calls_newest_first_and_filters_them() {
         assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{bad}");
         assert_inert(&text(response).await);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_pages_back_through_older_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::store(&dir).await;
+    let held = hold(&store, PAYLOAD, "hello").await;
+    // One page and one more: the oldest call is on the second page only.
+    for i in 0..200 {
+        let mut call = held.clone();
+        call.id = Id::new(format!("later-{i:03}")).unwrap();
+        store.hold(&call).await.unwrap();
+    }
+    let console = start(loopback(&store, "alice")).await;
+    let http = client();
+    let page = text(
+        http.get(format!("{}?status=pending", console.url))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(page.matches("<tr class=\"call\"").count(), 200);
+    assert!(!page.contains(held.id.as_str()));
+    let marker = "<a id=\"older\" href=\"";
+    let at = page.find(marker).expect("a link to older calls") + marker.len();
+    let href = page[at..].split('"').next().unwrap().replace("&amp;", "&");
+    assert!(href.starts_with("/?status=pending&before="), "{href}");
+    let older = text(
+        http.get(format!("{}{}", console.url, &href[1..]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(older.matches("<tr class=\"call\"").count(), 1, "{older}");
+    assert!(older.contains(held.id.as_str()));
+    assert!(!older.contains(marker), "the last page links no further");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,6 +313,16 @@ async fn an_approval_is_recorded_with_the_reviewer_and_refused_without_its_token
     let page_url = format!("{}calls/{}", console.url, held.id);
     let decide = format!("{page_url}/decide");
     let token = csrf(&text(http.get(&page_url).send().await.unwrap()).await);
+
+    // A link cannot make the page say a decision was made.
+    let forged = text(
+        http.get(format!("{page_url}?done=approved"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(!forged.contains("You approved"), "{forged}");
 
     // No token, a wrong one, a token of another reviewer's console: refused, unchanged.
     let other = start(loopback(&store, "mallory")).await;
@@ -338,6 +391,18 @@ async fn an_approval_is_recorded_with_the_reviewer_and_refused_without_its_token
     .await;
     assert!(page.contains("You approved this call"));
     assert!(page.contains("Approved by <strong>alice</strong>"));
+    let elsewhere = text(
+        http.get(format!("{}{}", other.url, &location[1..]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(
+        !elsewhere.contains("You approved")
+            && elsewhere.contains("Approved by <strong>alice</strong>"),
+        "mallory did not approve it"
+    );
 
     let entries = store
         .chain_entries(&EntryFilter {
@@ -684,6 +749,28 @@ async fn the_audit_chain_is_searched_and_verified_and_a_bad_entry_is_named() {
     .await;
     assert!(broken.contains("first bad entry: seq 2:"), "{broken}");
     assert!(!broken.contains("ok: "));
+
+    // Each verification reads the whole chain: a reviewer gets ten a minute.
+    for _ in 0..7 {
+        let response = http
+            .get(format!("{}audit/verify", console.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let response = http
+        .get(format!("{}audit/verify", console.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(response.headers().contains_key("retry-after"));
+    assert!(
+        text(response)
+            .await
+            .contains("too many chain verifications")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -724,6 +811,38 @@ async fn live_updates_announce_a_call_held_elsewhere() {
     let after = next_event().await;
     assert_ne!(before, after);
     assert!(after.starts_with("event: queue\ndata: 1/"), "{after}");
+
+    // A page carries the mark it was made at, and the address live updates read again
+    // (a call's own page, also when it answers a form).
+    let mark = store.queue_mark().await.unwrap();
+    let page = text(client().get(&console.url).send().await.unwrap()).await;
+    assert!(
+        page.contains(&format!("<meta name=\"live-mark\" content=\"{mark}\">")),
+        "{page}"
+    );
+    assert!(page.contains("<meta name=\"live-url\" content=\"/\">"));
+    let held = store
+        .list(&tooltrust_store::ListFilter::default())
+        .await
+        .unwrap()
+        .remove(0);
+    let call_url = format!("{}calls/{}", console.url, held.id);
+    let token = csrf(&text(client().get(&call_url).send().await.unwrap()).await);
+    store
+        .decide(&held.id, &Id::new("bob").unwrap(), true, "fine")
+        .await
+        .unwrap();
+    let answered = post(
+        &client(),
+        &format!("{call_url}/decide"),
+        &[("csrf", &token), ("verdict", "reject"), ("reason", "late")],
+    )
+    .await;
+    assert_eq!(answered.status(), StatusCode::CONFLICT);
+    assert!(text(answered).await.contains(&format!(
+        "<meta name=\"live-url\" content=\"/calls/{}\">",
+        held.id
+    )));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

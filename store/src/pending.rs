@@ -182,6 +182,8 @@ pub struct ListFilter {
     pub scope: Option<Id>,
     /// Only calls of this tenant.
     pub tenant: Option<Id>,
+    /// Only calls older than this one (the next page after it, newest first).
+    pub before: Option<Id>,
     /// At most this many (the newest).
     pub limit: Option<u32>,
 }
@@ -283,6 +285,16 @@ impl Store {
         }
         if let Some(scope) = &filter.scope {
             condition("scope", scope.as_str());
+        }
+        if let Some(before) = &filter.before {
+            values.push(before.as_str());
+            let n = values.len();
+            // Keyset paging in the listing's own order; an unknown id pages to nothing.
+            conditions.push(format!(
+                "(created_at < (SELECT created_at FROM pending_call WHERE id = ${n}) \
+                 OR (created_at = (SELECT created_at FROM pending_call WHERE id = ${n}) \
+                 AND id < ${n}))"
+            ));
         }
         let mut sql = format!("SELECT {COLUMNS} FROM pending_call");
         if !conditions.is_empty() {

@@ -71,13 +71,33 @@ impl Store {
     /// Every (key, reader) the tenant's quarantine holds, in order (to rewrap them all
     /// when the KEK rotates).
     pub async fn list_sealed(&self) -> Result<Vec<(Id, Id)>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT key, reader FROM quarantine WHERE tenant = $1 ORDER BY key, reader",
-        )
-        .bind(self.tenant().as_str())
-        .fetch_all(self.pool())
-        .await
-        .map_err(|e| self.engine().error(GET, e))?;
+        self.sealed_where(None).await
+    }
+
+    /// The (key, reader) of every copy the tenant's quarantine holds of outputs that
+    /// scope `target` produced, in order (what a reviewer of that scope's calls may ask
+    /// to open).
+    pub async fn sealed_by(&self, target: &Id) -> Result<Vec<(Id, Id)>, StoreError> {
+        self.sealed_where(Some(target)).await
+    }
+
+    async fn sealed_where(&self, target: Option<&Id>) -> Result<Vec<(Id, Id)>, StoreError> {
+        let query = match target {
+            None => sqlx::query(
+                "SELECT key, reader FROM quarantine WHERE tenant = $1 ORDER BY key, reader",
+            )
+            .bind(self.tenant().as_str()),
+            Some(target) => sqlx::query(
+                "SELECT key, reader FROM quarantine WHERE tenant = $1 AND target = $2 \
+                 ORDER BY key, reader",
+            )
+            .bind(self.tenant().as_str())
+            .bind(target.as_str()),
+        };
+        let rows = query
+            .fetch_all(self.pool())
+            .await
+            .map_err(|e| self.engine().error(GET, e))?;
         rows.iter()
             .map(|row| Ok((id_at(row, 0, "key")?, id_at(row, 1, "reader")?)))
             .collect()

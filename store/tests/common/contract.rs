@@ -109,6 +109,40 @@ pub async fn hold_list_get(db: &TestDb) {
         ids(store.list(&filter).await.unwrap()),
         std::slice::from_ref(&third.id)
     );
+    // Paging: each page starts after the last call of the one before, in the same order.
+    let mut paged = Vec::new();
+    let mut before = None;
+    loop {
+        let filter = ListFilter {
+            before: before.clone(),
+            limit: Some(1),
+            ..ListFilter::default()
+        };
+        let page = ids(store.list(&filter).await.unwrap());
+        let Some(last) = page.last().cloned() else {
+            break;
+        };
+        paged.extend(page);
+        before = Some(last);
+    }
+    assert_eq!(
+        paged,
+        [third.id.clone(), second.id.clone(), first.id.clone()]
+    );
+    let filter = ListFilter {
+        tool: Some("send_email".to_owned()),
+        before: Some(third.id.clone()),
+        ..ListFilter::default()
+    };
+    assert_eq!(
+        ids(store.list(&filter).await.unwrap()),
+        std::slice::from_ref(&first.id)
+    );
+    let filter = ListFilter {
+        before: Some(id("nope")),
+        ..ListFilter::default()
+    };
+    assert!(store.list(&filter).await.unwrap().is_empty());
     let filter = ListFilter {
         status: Some(PendingStatus::Approved),
         ..ListFilter::default()
@@ -736,6 +770,21 @@ pub async fn quarantine_and_conversations_round_trip(db: &TestDb) {
         store.list_sealed().await.unwrap(),
         [(id("out-1"), id("judge"))]
     );
+    let other = SealedCopy {
+        key: id("out-2"),
+        target: id("sibling"),
+        ..copy.clone()
+    };
+    store.put_sealed(&other).await.unwrap();
+    assert_eq!(
+        store.sealed_by(&id("child")).await.unwrap(),
+        [(id("out-1"), id("judge"))]
+    );
+    assert_eq!(
+        store.sealed_by(&id("sibling")).await.unwrap(),
+        [(id("out-2"), id("judge"))]
+    );
+    assert_eq!(store.list_sealed().await.unwrap().len(), 2);
     let acme = store.for_tenant(id("acme"));
     assert_eq!(
         acme.get_sealed(&copy.key, &copy.reader).await.unwrap(),
