@@ -152,6 +152,16 @@ mod tests {
             .collect()
     }
 
+    /// The pieces put back together.
+    fn joined(pieces: &[Piece]) -> String {
+        pieces
+            .iter()
+            .map(|piece| match piece {
+                Piece::Text(text) | Piece::Neutralised { text, .. } => text.as_str(),
+            })
+            .collect()
+    }
+
     #[test]
     fn the_spans_the_neutraliser_rewrote_are_found_and_nothing_else() {
         let body = "a &lt; b and Vec&lt;String&gt;\n\
@@ -173,13 +183,7 @@ mod tests {
         );
         assert!(spans[0].0.starts_with("&lt;/untrusted_content_ab12"));
         // The pieces put back together are the body, byte for byte.
-        let joined: String = pieces
-            .iter()
-            .map(|piece| match piece {
-                Piece::Text(text) | Piece::Neutralised { text, .. } => text.as_str(),
-            })
-            .collect();
-        assert_eq!(joined, body);
+        assert_eq!(joined(&pieces), body);
     }
 
     #[test]
@@ -206,13 +210,7 @@ mod tests {
                 .any(|(text, _)| text.starts_with("&lt;&lt;/SYS")),
             "{spans:?}"
         );
-        let joined: String = pieces
-            .iter()
-            .map(|piece| match piece {
-                Piece::Text(text) | Piece::Neutralised { text, .. } => text.as_str(),
-            })
-            .collect();
-        assert_eq!(joined, body);
+        assert_eq!(joined(&pieces), body);
         // A literal bracket was never rewritten, so it is never marked.
         assert!(rewritten(&super::pieces("<system_instructions>")).is_empty());
     }

@@ -240,13 +240,18 @@ async fn with_credentials_the_identity_comes_from_the_sign_in_only() {
     assert_eq!(status(first).await, StatusCode::SEE_OTHER);
 }
 
+/// A loopback console for Bob, who holds [`TOKEN`], on a store in `dir`.
+async fn bobs_console(dir: &tempfile::TempDir) -> common::Running {
+    let store = common::store(dir).await;
+    let mut config = loopback(&store, "unused");
+    config.access = credentials(dir, &format!("bob token {TOKEN}\n"));
+    start(config).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bearer_guesses_are_limited_and_a_loopback_console_answers_to_its_names_only() {
     let dir = tempfile::tempdir().unwrap();
-    let store = common::store(&dir).await;
-    let mut config = loopback(&store, "unused");
-    config.access = credentials(&dir, &format!("bob token {TOKEN}\n"));
-    let console = start(config).await;
+    let console = bobs_console(&dir).await;
     let http = client();
     let as_bob = |token: String| {
         let request = http
@@ -285,10 +290,7 @@ async fn bearer_guesses_are_limited_and_a_loopback_console_answers_to_its_names_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_in_attempts_are_rate_limited() {
     let dir = tempfile::tempdir().unwrap();
-    let store = common::store(&dir).await;
-    let mut config = loopback(&store, "unused");
-    config.access = credentials(&dir, &format!("bob token {TOKEN}\n"));
-    let console = start(config).await;
+    let console = bobs_console(&dir).await;
     let http = client();
     let login = format!("{}login", console.url);
     let mut statuses = Vec::new();
