@@ -55,7 +55,7 @@ impl Id {
 
     /// A fresh 128-bit random id from the OS CSPRNG, as 32 lowercase hex characters.
     pub fn random() -> Result<Self, RandomError> {
-        Ok(Id(hex::encode(&random::bytes::<16>()?)))
+        Ok(Id(hex::encode(&random::id_bytes()?)))
     }
 
     /// An id the crate itself names; the text is a valid id by construction.
