@@ -373,6 +373,65 @@ fn a_bad_config_stops_the_proxy_at_start_with_the_line() {
     assert!(stderr.contains("sometimes"), "{stderr}");
 }
 
+/// A host that sends the proxy's standard error down the pipe of its standard output
+/// (`2>&1`) is answered too (that pipe stays blocking, so a diagnostic never meets it
+/// full and non-blocking).
+#[test]
+fn the_proxy_answers_when_its_output_and_errors_share_a_pipe() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let outbox = dir.path().join("outbox");
+    let config = config(dir.path(), &outbox, "");
+    let (output, shared) = std::io::pipe().expect("a pipe");
+    let mut child = std::process::Command::new(TOOLTRUST)
+        .args(["mcp", "proxy", "--config"])
+        .arg(&config)
+        .stdin(Stdio::piped())
+        .stdout(shared.try_clone().expect("a second end"))
+        .stderr(shared)
+        .spawn()
+        .expect("started");
+    let mut input = child.stdin.take().expect("its input");
+    let mut lines = BufReader::new(output).lines();
+    let mut answer = |request: &str, id: Option<u64>| {
+        writeln!(input, "{request}").expect("sent");
+        input.flush().expect("flushed");
+        let id = id?;
+        loop {
+            let line = lines.next().expect("an answer").expect("a line");
+            if let Ok(message) = serde_json::from_str::<Value>(&line)
+                && message["id"] == id
+            {
+                return Some(message);
+            }
+        }
+    };
+    let started = answer(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        Some(1),
+    )
+    .expect("an answer");
+    assert!(
+        started["result"]["capabilities"]["tools"].is_object(),
+        "{started}"
+    );
+    answer(
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        None,
+    );
+    let listed =
+        answer(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#, Some(2)).expect("an answer");
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert!(names.contains(&"web__fetch_page"), "{names:?}");
+    drop(input);
+    let _ = child.wait();
+}
+
 /// An upstream over streamable HTTP on the loopback interface is fronted like one over
 /// stdio.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,6 +23,7 @@ mod declaration;
 pub mod demo;
 pub mod proxy;
 mod serve;
+pub mod stdio;
 
 pub use connect::{ConnectError, ConnectOptions, Connection, Remote, RemoteCallError, connect};
 pub use declaration::{Declarations, Declared};
@@ -42,7 +43,8 @@ pub enum ServeError {
 
 /// Serves `scope`'s session's tools over `transport` until the client disconnects; every
 /// call is made and decided in `scope`, and recorded by its session. Over stdio:
-/// `serve(scope, rmcp::transport::stdio())`.
+/// `serve(scope, tooltrust_mcp::stdio::stdio())` (or `rmcp::transport::stdio()`, which
+/// hands every read and write to a blocking thread).
 pub async fn serve<T, E, A>(scope: tooltrust::Scope, transport: T) -> Result<(), ServeError>
 where
     T: rmcp::transport::IntoTransport<rmcp::service::RoleServer, E, A>,

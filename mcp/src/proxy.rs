@@ -200,7 +200,7 @@ impl Proxy {
 
     /// Serves the host over stdio until it disconnects.
     pub async fn serve_stdio(self) -> Result<(), ProxyError> {
-        let running = rmcp::ServiceExt::serve(self.server, rmcp::transport::stdio())
+        let running = rmcp::ServiceExt::serve(self.server, crate::stdio::stdio())
             .await
             .map_err(|error| crate::ServeError::Handshake(Box::new(error)))?;
         running
