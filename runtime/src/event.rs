@@ -111,8 +111,16 @@ pub enum Event {
         trust: Trust,
         /// Whether the tool returned an error.
         failed: bool,
-        /// The ids of the blocks that influenced the call.
+        /// The ids of the blocks that influenced the call (the scope's context when it
+        /// was decided), in order; when `lineage_since` is set, only those that
+        /// entered after the lineage of that call, which this one extends. A scope's
+        /// context only grows, so each entry records what is new, and a long session's
+        /// entries stay small.
         lineage: Vec<Id>,
+        /// The earlier call of the scope whose lineage is the first part of this one's
+        /// (absent: `lineage` is whole).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        lineage_since: Option<Id>,
     },
     /// A tainted scope's output was quarantined.
     OutputQuarantined {

@@ -2,13 +2,19 @@
 
 /// Lowercase hex of `bytes`.
 pub(crate) fn encode(bytes: &[u8]) -> String {
+    let mut out = vec![0u8; bytes.len() * 2];
+    encode_into(bytes, &mut out);
+    // Hex digits are ASCII.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Writes the lowercase hex digits of `bytes` to `out` (twice as long).
+pub(crate) fn encode_into(bytes: &[u8], out: &mut [u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    for (&byte, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0xf)];
     }
-    out
 }
 
 /// Which digits [`decode`] accepts.

@@ -1,8 +1,9 @@
 //! Ids that may appear in tag names.
 
 use std::fmt;
+use std::sync::Arc;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::hex;
 use crate::random;
@@ -20,9 +21,11 @@ pub const MAX_ID_LEN: usize = 128;
 /// assert_eq!(Id::random()?.as_str().len(), 32);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct Id(String);
+///
+/// Cloning one is cheap (the text is shared), since ids are copied into every event,
+/// lineage and index that names them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Id(Arc<str>);
 
 /// Why a text is not a valid [`Id`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,18 +53,22 @@ impl Id {
     pub fn new(id: impl Into<String>) -> Result<Self, IdError> {
         let id = id.into();
         validate(&id)?;
-        Ok(Id(id))
+        Ok(Id(Arc::from(id)))
     }
 
     /// A fresh 128-bit random id from the OS CSPRNG, as 32 lowercase hex characters.
     pub fn random() -> Result<Self, RandomError> {
-        Ok(Id(hex::encode(&random::id_bytes()?)))
+        let mut digits = [0u8; 32];
+        hex::encode_into(&random::id_bytes()?, &mut digits);
+        // Hex digits are ASCII.
+        let text = std::str::from_utf8(&digits).unwrap_or_default();
+        Ok(Id(Arc::from(text)))
     }
 
     /// An id the crate itself names; the text is a valid id by construction.
     pub(crate) fn from_static(id: &'static str) -> Self {
         debug_assert!(validate(id).is_ok(), "invalid static id {id:?}");
-        Id(id.to_owned())
+        Id(Arc::from(id))
     }
 
     /// The id's text.
@@ -113,6 +120,12 @@ impl std::borrow::Borrow<str> for Id {
 impl AsRef<str> for Id {
     fn as_ref(&self) -> &str {
         &self.0
+    }
+}
+
+impl Serialize for Id {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
     }
 }
 

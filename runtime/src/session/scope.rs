@@ -164,7 +164,8 @@ impl Scope {
             scope
                 .blocks()
                 .iter()
-                .position(|block| block.id() == id)
+                // Asked for most often just after the call that made it.
+                .rposition(|block| block.id() == id)
                 .and_then(|at| scope.rendered().get(at).cloned())
         })
     }
@@ -455,6 +456,7 @@ impl Scope {
             trust: rendered.trust,
             failed: output.failed,
             lineage: lineage.clone(),
+            lineage_since: None,
         };
         let origin = Origin::ToolOutput {
             tool: output.tool.clone(),

@@ -39,6 +39,8 @@ pub(crate) struct ScopeState {
     /// Set by `finish`: nothing more enters the scope or runs in it.
     finished: bool,
     blocks: Vec<Block>,
+    /// The ids of `blocks`, to tell at once whether one is taken.
+    block_ids: HashSet<Id>,
     rendered: Vec<String>,
     nonces: NonceIndex,
     /// Ids of allowed calls that are running: their output will be the block of that id,
@@ -52,6 +54,9 @@ pub(crate) struct ScopeState {
     contexts: Contexts,
     /// How many times each call (by checksum) ran, for the loop breaker.
     ran: HashMap<Checksum, u32>,
+    /// The recorded call with the longest lineage, and its length: the next call's
+    /// `CallExecuted` records only the blocks after it.
+    lineage_mark: Option<(Id, usize)>,
 }
 
 /// A call the gate held for review.
@@ -247,6 +252,7 @@ impl State {
                 taint: Taint::Clean,
                 finished: false,
                 blocks: Vec::new(),
+                block_ids: HashSet::new(),
                 rendered: Vec::new(),
                 nonces: NonceIndex::default(),
                 running: HashSet::new(),
@@ -254,6 +260,7 @@ impl State {
                 output: None,
                 contexts,
                 ran: HashMap::new(),
+                lineage_mark: None,
             },
         );
         Ok(())
@@ -549,8 +556,18 @@ impl State {
         if !scope.running.remove(block.id()) {
             return Err(SessionError::NotRunning(block.id().clone()));
         }
-        if let Event::CallExecuted { checksum, .. } = &executed {
+        let mut executed = executed;
+        if let Event::CallExecuted {
+            checksum,
+            call,
+            lineage,
+            lineage_since,
+            ..
+        } = &mut executed
+        {
             *scope.ran.entry(*checksum).or_default() += 1;
+            scope.lineage_mark =
+                shorten_lineage(scope.lineage_mark.take(), call, lineage, lineage_since);
         }
         events.push(executed);
         let id = push_block(events, mode, scope_id, scope, block, rendered, source)?;
@@ -855,7 +872,7 @@ impl State {
 impl ScopeState {
     /// Whether block id `id` is taken: by a block of the context or a running call.
     fn holds(&self, id: &Id) -> bool {
-        self.running.contains(id) || self.blocks.iter().any(|block| block.id() == id)
+        self.running.contains(id) || self.block_ids.contains(id)
     }
 
     /// What a call allowed by `decision` runs with now.
@@ -866,6 +883,30 @@ impl ScopeState {
             taint: self.taint,
             contexts: self.contexts.clone(),
         }
+    }
+}
+
+/// Shortens a call's `lineage` to the blocks after the lineage of the scope's recorded
+/// call `mark` (the one with the longest lineage so far, and its length), and says
+/// which call that is. Blocks only ever join a scope's context, so every lineage is a
+/// prefix of the context, and the shorter of two is a prefix of the longer. A call
+/// decided before `mark` ran (a shorter lineage) records its lineage whole. Returns the
+/// new mark.
+fn shorten_lineage(
+    mark: Option<(Id, usize)>,
+    call: &Id,
+    lineage: &mut Vec<Id>,
+    lineage_since: &mut Option<Id>,
+) -> Option<(Id, usize)> {
+    let len = lineage.len();
+    match mark {
+        Some((since, marked)) if marked <= len => {
+            lineage.drain(..marked);
+            *lineage_since = Some(since);
+            Some((call.clone(), len))
+        }
+        Some(longer) => Some(longer),
+        None => Some((call.clone(), len)),
     }
 }
 
@@ -898,6 +939,7 @@ fn push_block(
     register_nonces(mode, scope, &rendered.nonces);
     scope.rendered.push(rendered.text);
     let id = block.id().clone();
+    scope.block_ids.insert(id.clone());
     scope.blocks.push(block);
     Ok(id)
 }
@@ -929,5 +971,36 @@ fn decision_event(scope: &Id, call: &ToolCall, decision: &Decision) -> Event {
         Ruling::Allow => Event::CallAllowed(record),
         Ruling::Deny => Event::CallDenied(record),
         Ruling::NeedsReview => Event::CallSentToReview(record),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(names: &[&str]) -> Vec<Id> {
+        names.iter().map(|name| Id::new(*name).unwrap()).collect()
+    }
+
+    #[test]
+    fn a_lineage_shorter_than_the_mark_is_recorded_whole() {
+        let (a, b, c) = (ids(&["a"]), ids(&["b"]), ids(&["c"]));
+        // The first call records all of its lineage.
+        let (mut lineage, mut since) = (ids(&["x", "y"]), None);
+        let mark = shorten_lineage(None, &a[0], &mut lineage, &mut since);
+        assert_eq!((lineage.len(), since.as_ref()), (2, None));
+        // A later one records what is new since it.
+        let (mut lineage, mut since) = (ids(&["x", "y", "z"]), None);
+        let mark = shorten_lineage(mark, &b[0], &mut lineage, &mut since);
+        assert_eq!(
+            (lineage, since.as_ref()),
+            (ids(&["z"]), Some(&b[0]).map(|_| &a[0]))
+        );
+        // One decided before that ran (a shorter lineage) is whole, and the mark stays.
+        let (mut lineage, mut since) = (ids(&["x"]), None);
+        let kept = shorten_lineage(mark.clone(), &c[0], &mut lineage, &mut since);
+        assert_eq!((lineage, since), (ids(&["x"]), None));
+        assert_eq!(kept, mark);
+        assert_eq!(kept, Some((b[0].clone(), 3)));
     }
 }

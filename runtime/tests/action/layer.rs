@@ -991,3 +991,59 @@ fn reviewers_see_the_principals_requests_and_the_context_behind_a_call() {
     assert!(material.context.contains("<untrusted_content_"));
     assert_eq!(sent.load(Ordering::SeqCst), 0);
 }
+
+/// Each `CallExecuted` records only the blocks that entered since the scope's previous
+/// recorded call, naming it; following `lineage_since` back gives every call's whole
+/// lineage, and a long session's entries stay the same size.
+#[test]
+fn lineage_is_recorded_as_what_is_new_since_the_last_call() {
+    let (session, recorder, _) = session_with(Policy::new());
+    let scope = session.open_scope(id("ann")).unwrap();
+    scope
+        .add_instruction(Instruction::new("Help the customer."))
+        .unwrap();
+    let mut whole = Vec::new();
+    for i in 0..40 {
+        let CallOutcome::Ran { lineage, .. } = call(
+            &scope,
+            "customer_record",
+            &format!(r#"{{"customer":"c{i}"}}"#),
+        ) else {
+            panic!("a trusted read runs");
+        };
+        whole.push(lineage);
+    }
+    let executed: Vec<(Id, Vec<Id>, Option<Id>)> = recorder
+        .events()
+        .into_iter()
+        .filter_map(|event| match event {
+            Event::CallExecuted {
+                call,
+                lineage,
+                lineage_since,
+                ..
+            } => Some((call, lineage, lineage_since)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(executed.len(), 40);
+    assert_eq!(executed[0].2, None, "the first call's lineage is whole");
+    for (i, (call, recorded, since)) in executed.iter().enumerate() {
+        // Rebuild the whole lineage by following the calls it extends.
+        let mut rebuilt = recorded.clone();
+        let mut at = since.clone();
+        while let Some(earlier) = at {
+            let (_, part, before) = executed
+                .iter()
+                .find(|(id, _, _)| *id == earlier)
+                .expect("the call it extends was recorded first");
+            rebuilt.splice(0..0, part.iter().cloned());
+            at = before.clone();
+        }
+        assert_eq!(rebuilt, whole[i], "call {call}");
+        if i > 0 {
+            // The instruction is in the first; each later one adds the previous output.
+            assert_eq!(recorded.len(), 1, "call {i} records what is new");
+        }
+    }
+}
