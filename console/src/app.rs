@@ -3,11 +3,13 @@
 //! rate limits, security headers).
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::Extension;
 use axum::Router;
-use axum::extract::{Form, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, Form, Path, Query, Request, State};
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
@@ -37,16 +39,22 @@ pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; 
 /// How many queue entries and chain entries a page shows.
 const PAGE: u32 = 200;
 
-/// Sign-in attempts per reviewer name, and for the whole console, per minute.
+/// Sign-in attempts per reviewer name, and per address, per minute.
 const LOGINS_PER_NAME: u32 = 10;
 const LOGINS_IN_ALL: u32 = 60;
 
-/// Wrong bearer tokens the whole console accepts per minute before it stops checking
-/// any (a correct one included) until the minute has passed.
+/// Wrong bearer tokens one address may send per minute; then none of its tokens is
+/// checked (a correct one included) until the minute has passed.
 const WRONG_BEARERS: u32 = 60;
 
 /// Chain verifications (each reads the tenant's whole chain) per reviewer per minute.
 const VERIFIES_PER_MINUTE: u32 = 10;
+
+/// How long a request's body may take to arrive.
+const BODY_WAIT: Duration = Duration::from_secs(10);
+
+/// The longest a page waits for the queue's mark (it then goes without live updates).
+const MARK_WAIT: Duration = Duration::from_secs(2);
 
 /// What a client without a session is asked for.
 const CHALLENGE: &str = "Bearer realm=\"tooltrust review console\"";
@@ -59,7 +67,7 @@ pub(crate) struct App {
     pub(crate) sessions: Sessions,
     pub(crate) decisions: Limiter,
     pub(crate) logins: Limiter,
-    /// A second window over every name, so many names cannot multiply the attempts.
+    /// A second window per address, so many names cannot multiply its attempts.
     pub(crate) logins_all: Limiter,
     pub(crate) wrong_bearers: Limiter,
     pub(crate) verifies: Limiter,
@@ -71,7 +79,7 @@ pub(crate) struct App {
     /// How often live views look at the queue.
     pub(crate) poll: Duration,
     /// The queue's mark as last read, and when: every live view shares one read per poll.
-    mark: tokio::sync::Mutex<Option<(Instant, String)>>,
+    mark: tokio::sync::Mutex<Option<(Instant, Option<String>)>>,
 }
 
 impl App {
@@ -106,17 +114,30 @@ impl App {
         if self.tls { TLS_COOKIE } else { COOKIE }
     }
 
-    /// The queue's mark, read from the store at most once per poll interval.
-    async fn mark(&self) -> Result<String, tooltrust_store::StoreError> {
+    /// The queue's mark, read from the store at most once per poll interval (a failed
+    /// or slow read too: `None`, logged, until the interval has passed), so that a
+    /// struggling store is asked once per interval, not once per page and stream.
+    async fn mark(&self) -> Option<String> {
         let mut cached = self.mark.lock().await;
         if let Some((at, mark)) = cached.as_ref()
             && at.elapsed() < self.poll
         {
-            return Ok(mark.clone());
+            return mark.clone();
         }
-        let mark = self.store.queue_mark().await?;
+        let read = tokio::time::timeout(MARK_WAIT, self.store.queue_mark()).await;
+        let mark = match read {
+            Ok(Ok(mark)) => Some(mark),
+            Ok(Err(error)) => {
+                tracing::warn!(error = %error, "the console cannot read the queue");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("the console's read of the queue timed out");
+                None
+            }
+        };
         *cached = Some((Instant::now(), mark.clone()));
-        Ok(mark)
+        mark
     }
 }
 
@@ -136,8 +157,15 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/assets/console.js", get(js))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard))
+        // A body that does not arrive in time does not hold its connection.
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_WAIT))
         .with_state(app)
 }
+
+/// The address a request came from, as the limiters key it ("unknown" when the server
+/// did not say).
+#[derive(Debug, Clone)]
+pub(crate) struct Client(pub(crate) String);
 
 /// Who is looking, and what binds their CSRF token.
 struct Viewer {
@@ -155,20 +183,10 @@ impl App {
                 session: false,
             }),
             Access::Credentials(credentials) => {
-                let bearer = headers
-                    .get(header::AUTHORIZATION)
-                    .and_then(|value| value.to_str().ok())
-                    .and_then(|value| value.strip_prefix("Bearer "));
-                if let Some(token) = bearer {
-                    // A wrong token is not a session: no fallback to the cookie.
-                    if self.wrong_bearers.is_full("bearer") {
-                        return None;
-                    }
-                    let holder = credentials.token_holder(token.trim());
-                    if holder.is_none() {
-                        let _ = self.wrong_bearers.take("bearer");
-                    }
-                    return holder.map(|id| Viewer {
+                if let Some(token) = bearer(headers) {
+                    // A wrong token is not a session: no fallback to the cookie. (The
+                    // guard has already refused an address with too many wrong ones.)
+                    return credentials.token_holder(token).map(|id| Viewer {
                         id: id.clone(),
                         binding: format!("bearer:{id}"),
                         session: false,
@@ -196,7 +214,7 @@ impl App {
     ) -> Frame<'a> {
         // The mark is read before the page's content, so a change in between shows
         // as a new mark, never as none.
-        let mark = self.mark().await.ok();
+        let mark = self.mark().await;
         Frame {
             title,
             viewer: Some(&viewer.id),
@@ -283,6 +301,13 @@ fn store_failed(error: &dyn std::error::Error) -> Response {
     )
 }
 
+/// The page's own address for live updates: its path and query only, whatever form
+/// the request line took.
+fn own_address(uri: &Uri) -> String {
+    uri.path_and_query()
+        .map_or_else(|| "/".to_owned(), |at| at.as_str().to_owned())
+}
+
 /// A 429 that says how long to wait (`{}` in `text` is the number of seconds), in its
 /// text and in `Retry-After`.
 fn too_many(wait: Duration, text: &str) -> Response {
@@ -338,7 +363,7 @@ async fn queue(
         }
     };
     let csrf = app.csrf.token(&viewer.binding);
-    let frame = app.frame("Queue", &viewer, &csrf, uri.to_string()).await;
+    let frame = app.frame("Queue", &viewer, &csrf, own_address(&uri)).await;
     let filter = ListFilter {
         status,
         tool: (!query.tool.is_empty()).then(|| query.tool.clone()),
@@ -683,7 +708,14 @@ async fn audit_page(
         Some(match store.verify_chain(None).await {
             Ok(report) => Ok(report),
             Err(ChainError::Invalid(error)) => Err(format!("first bad entry: {error}")),
-            Err(error) => Err(format!("the chain cannot be verified: {error}")),
+            Err(error) => {
+                tracing::warn!(error = %error, "the console cannot verify the chain");
+                Err(
+                    "the chain cannot be verified: the store did not answer as expected; \
+                     try again (the console's log says more)"
+                        .to_owned(),
+                )
+            }
         })
     } else {
         None
@@ -709,7 +741,7 @@ async fn audit_page(
     };
     let csrf = app.csrf.token(&viewer.binding);
     let frame = app
-        .frame("Audit chain", &viewer, &csrf, uri.to_string())
+        .frame("Audit chain", &viewer, &csrf, own_address(&uri))
         .await;
     html(StatusCode::OK, pages::page(&frame, pages::audit(&view)))
 }
@@ -744,13 +776,11 @@ fn marks(app: Arc<App>, session: Option<String>) -> impl Stream<Item = Result<Ev
             {
                 return None;
             }
-            match app.mark().await {
-                Ok(mark) if last.as_deref() != Some(mark.as_str()) => {
-                    let event = Event::default().event("queue").data(mark.clone());
-                    return Some((Ok(event), (app, session, Some(mark))));
-                }
-                Ok(_) => {}
-                Err(error) => tracing::warn!(error = %error, "the console cannot read the queue"),
+            if let Some(mark) = app.mark().await
+                && last.as_deref() != Some(mark.as_str())
+            {
+                let event = Event::default().event("queue").data(mark.clone());
+                return Some((Ok(event), (app, session, Some(mark))));
             }
         }
     })
@@ -772,6 +802,7 @@ async fn login_page(State(app): State<Arc<App>>) -> Response {
 
 async fn login(
     State(app): State<Arc<App>>,
+    Extension(client): Extension<Client>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
@@ -781,11 +812,11 @@ async fn login(
     let reviewer = form.reviewer.unwrap_or_default();
     let secret = form.secret.unwrap_or_default();
     let frame = Frame::bare("Sign in");
-    // The console-wide window first, so the per-name window holds at most its
-    // attempts' worth of names; a name that is no id names no reviewer and has none.
+    // The address's window first, so the per-name window holds at most its attempts'
+    // worth of names; a name that is no id names no reviewer and has none.
     let limited = app
         .logins_all
-        .take("all")
+        .take(&client.0)
         .and_then(|()| match Id::new(&reviewer) {
             Ok(name) => app.logins.take(name.as_str()),
             Err(_) => Ok(()),
@@ -886,7 +917,14 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 
 /// Every request: the Host a loopback console answers to, the origin of a
 /// state-changing request; every response: the security headers.
-async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+async fn guard(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
+    let client = Client(
+        request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or_else(|| "unknown".to_owned(), |info| info.0.ip().to_string()),
+    );
+    request.extensions_mut().insert(client.clone());
     let headers = request.headers();
     let host = headers
         .get(header::HOST)
@@ -929,8 +967,30 @@ async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Res
             );
         }
     }
+    if let Access::Credentials(credentials) = &app.access
+        && let Some(token) = bearer(headers)
+    {
+        if let Err(wait) = app.wrong_bearers.check(&client.0) {
+            return secured(
+                &app,
+                too_many(wait, "too many wrong tokens from this address; wait {} s"),
+            );
+        }
+        if credentials.token_holder(token).is_none() {
+            let _ = app.wrong_bearers.take(&client.0);
+        }
+    }
     let response = next.run(request).await;
     secured(&app, response)
+}
+
+/// The bearer token a request carries, if any.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::trim)
 }
 
 fn secured(app: &App, mut response: Response) -> Response {

@@ -29,17 +29,24 @@ impl Limiter {
         self.take_at(key, Instant::now())
     }
 
-    /// Whether `key`'s minute is full (without counting an event).
-    pub(crate) fn is_full(&self, key: &str) -> bool {
+    /// Whether `key` may have one more event now (without counting one), or how long
+    /// to wait.
+    pub(crate) fn check(&self, key: &str) -> Result<(), Duration> {
         let now = Instant::now();
         let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        seen.get(key).is_some_and(|times| {
-            times
-                .iter()
-                .filter(|t| now.saturating_duration_since(**t) < WINDOW)
-                .count()
-                >= self.per_minute as usize
-        })
+        let Some(times) = seen.get(key) else {
+            return Ok(());
+        };
+        let live: Vec<&Instant> = times
+            .iter()
+            .filter(|t| now.saturating_duration_since(**t) < WINDOW)
+            .collect();
+        match live.first() {
+            Some(oldest) if live.len() >= self.per_minute as usize => {
+                Err(WINDOW.saturating_sub(now.saturating_duration_since(**oldest)))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// How many keys it holds.

@@ -176,22 +176,30 @@ impl Console {
         let router = app::router(self.app);
         match self.tls {
             None => {
-                axum::serve(self.listener, router)
+                let service = router.into_make_service_with_connect_info::<SocketAddr>();
+                axum::serve(self.listener, service)
                     .with_graceful_shutdown(shutdown)
                     .await
             }
             Some(acceptor) => {
                 tokio::pin!(shutdown);
                 let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS));
+                let clients = Arc::new(PerClient::default());
                 loop {
-                    let (slot, (tcp, _)) = tokio::select! {
+                    let (slot, (tcp, peer)) = tokio::select! {
                         () = &mut shutdown => return Ok(()),
                         accepted = accept(&self.listener, &slots) => accepted,
                     };
+                    // One address may not take every slot (a slow client holds its own).
+                    let Some(client_slot) = clients.enter(peer.ip()) else {
+                        continue;
+                    };
                     let acceptor = acceptor.clone();
-                    let router = router.clone();
+                    let router = router
+                        .clone()
+                        .layer(axum::Extension(axum::extract::ConnectInfo(peer)));
                     tokio::spawn(async move {
-                        let _slot = slot;
+                        let _slots = (slot, client_slot);
                         let handshake = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp));
                         let Ok(Ok(stream)) = handshake.await else {
                             return;
@@ -243,6 +251,53 @@ const HEADERS: Duration = Duration::from_secs(30);
 
 /// Connections served at once; more wait in the listener's backlog.
 const CONNECTIONS: usize = 256;
+
+/// Connections one address may hold at once.
+const CONNECTIONS_PER_CLIENT: usize = 16;
+
+/// The connections each address holds.
+#[derive(Default)]
+struct PerClient(std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>);
+
+/// One connection of an address, counted until dropped.
+struct ClientSlot {
+    clients: Arc<PerClient>,
+    ip: std::net::IpAddr,
+}
+
+impl PerClient {
+    fn enter(self: &Arc<Self>, ip: std::net::IpAddr) -> Option<ClientSlot> {
+        let mut held = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = held.entry(ip).or_default();
+        if *count >= CONNECTIONS_PER_CLIENT {
+            return None;
+        }
+        *count += 1;
+        Some(ClientSlot {
+            clients: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut held = self
+            .clients
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = held.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.ip);
+            }
+        }
+    }
+}
 
 /// The pause after a failed accept (out of file descriptors: retrying at once would spin).
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);

@@ -279,12 +279,16 @@ async fn bearer_guesses_are_limited_and_a_loopback_console_answers_to_its_names_
         .unwrap();
     assert_eq!(named.status(), StatusCode::OK);
 
-    // A minute of wrong guesses, and then not even the right token is checked.
+    // A minute of wrong guesses from one address, and then not even the right token
+    // is checked from there.
     for guess in 0..60 {
         let status = as_bob(format!("{guess:0>40}")).await;
         assert_eq!(status, StatusCode::SEE_OTHER, "guess {guess}");
     }
-    assert_eq!(as_bob(TOKEN.to_owned()).await, StatusCode::SEE_OTHER);
+    assert_eq!(
+        as_bob(TOKEN.to_owned()).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -524,4 +528,28 @@ async fn a_quarantined_output_opens_only_on_a_recorded_request() {
         page.contains("cannot decrypt") && page.contains("another key-encryption key"),
         "{page}"
     );
+}
+
+/// A client that sends a request's headers and never its body is refused (4xx) once
+/// the body's time is up, and its connection let go, instead of holding it forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_never_arrives_does_not_hold_the_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let console = bobs_console(&dir).await;
+    let mut tcp = tokio::net::TcpStream::connect(console.addr).await.unwrap();
+    let head = format!(
+        "POST /login HTTP/1.1\r\nHost: {}\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: 100\r\n\r\nreviewer=bob",
+        console.addr
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        tcp.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(read.is_ok(), "the connection is let go");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 4"), "{answer}");
 }
