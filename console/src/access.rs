@@ -37,6 +37,9 @@ pub const MIN_TOKEN_CHARS: usize = 32;
 #[derive(Clone)]
 pub struct Credentials {
     reviewers: Vec<(Id, Secret)>,
+    /// A hash no secret is checked against for real, with the costliest parameters of
+    /// the file's hashes: it makes every failed attempt cost what a real one does.
+    dummy: String,
 }
 
 #[derive(Clone)]
@@ -67,6 +70,14 @@ pub enum CredentialsError {
         /// What is wrong, and what to write instead.
         reason: String,
     },
+    /// The password check cannot be prepared with the file's argon2 parameters.
+    #[error("{}: {reason}", path.display())]
+    Check {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        reason: String,
+    },
     /// The file names no reviewer.
     #[error("{}: names no reviewer; write lines `REVIEWER token TOKEN` or `REVIEWER argon2 PHC`", .0.display())]
     Empty(PathBuf),
@@ -81,7 +92,11 @@ impl Credentials {
             source,
         })?;
         Credentials::parse(&text).map_err(|(line, reason)| match line {
-            0 => CredentialsError::Empty(path.to_path_buf()),
+            0 if reason.is_empty() => CredentialsError::Empty(path.to_path_buf()),
+            0 => CredentialsError::Check {
+                path: path.to_path_buf(),
+                reason,
+            },
             line => CredentialsError::Line {
                 path: path.to_path_buf(),
                 line,
@@ -145,7 +160,8 @@ impl Credentials {
         if reviewers.is_empty() {
             return Err((0, String::new()));
         }
-        Ok(Credentials { reviewers })
+        let dummy = dummy_hash(&reviewers).map_err(|e| (0, e))?;
+        Ok(Credentials { reviewers, dummy })
     }
 
     /// The reviewer whose bearer token this is.
@@ -175,11 +191,11 @@ impl Credentials {
         let ok = match known {
             Some((_, Secret::Argon2(phc))) => argon2_verifies(phc, secret),
             Some((_, Secret::Token(digest))) => {
-                argon2_verifies(&DUMMY_HASH, secret);
+                argon2_verifies(&self.dummy, secret);
                 equal(digest, &Sha256::digest(secret.as_bytes()).into())
             }
             None => {
-                argon2_verifies(&DUMMY_HASH, secret);
+                argon2_verifies(&self.dummy, secret);
                 false
             }
         };
@@ -187,10 +203,33 @@ impl Credentials {
     }
 }
 
-/// A hash no secret is checked against for real: it makes a failed attempt cost what a
-/// real one does.
-static DUMMY_HASH: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| hash_password("tooltrust console timing").unwrap_or_default());
+/// A PHC string hashed with the costliest argon2 parameters among `reviewers` (the
+/// crate's defaults when none has a password).
+fn dummy_hash(reviewers: &[(Id, Secret)]) -> Result<String, String> {
+    use argon2::password_hash::{PasswordHasher, SaltString};
+    let costliest = reviewers
+        .iter()
+        .filter_map(|(_, secret)| match secret {
+            Secret::Argon2(phc) => PasswordHash::new(phc).ok().and_then(|hash| {
+                let params = argon2::Params::try_from(&hash).ok()?;
+                let algorithm = argon2::Algorithm::try_from(hash.algorithm).ok()?;
+                Some((algorithm, params))
+            }),
+            Secret::Token(_) => None,
+        })
+        .max_by_key(|(_, params)| {
+            u64::from(params.m_cost()) * u64::from(params.t_cost()) * u64::from(params.p_cost())
+        });
+    let hasher = match costliest {
+        Some((algorithm, params)) => argon2::Argon2::new(algorithm, argon2::Version::V0x13, params),
+        None => argon2::Argon2::default(),
+    };
+    let salt = SaltString::encode_b64(b"tooltrust-dummy!").map_err(|e| e.to_string())?;
+    hasher
+        .hash_password(b"tooltrust console timing", &salt)
+        .map(|hash| hash.to_string())
+        .map_err(|e| format!("cannot prepare the sign-in check: {e}"))
+}
 
 fn argon2_verifies(phc: &str, secret: &str) -> bool {
     PasswordHash::new(phc).is_ok_and(|hash| {
@@ -259,6 +298,30 @@ mod tests {
         assert_eq!(credentials.verify("alice", "wrong"), None);
         assert_eq!(credentials.verify("carol", "anything"), None);
         assert!(!format!("{credentials:?}").contains("aaaa"));
+    }
+
+    #[test]
+    fn a_failed_attempt_costs_what_the_costliest_password_does() {
+        use argon2::password_hash::{PasswordHasher, SaltString};
+        let params = argon2::Params::new(32 * 1024, 3, 1, None).unwrap();
+        let costly =
+            argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params)
+                .hash_password(b"pw", &SaltString::encode_b64(b"0123456789abcdef").unwrap())
+                .unwrap()
+                .to_string();
+        let cheap = hash_password("pw").unwrap();
+        let text = format!("alice argon2 {cheap}\nbob argon2 {costly}\n");
+        let credentials = Credentials::parse(&text).unwrap();
+        let dummy = PasswordHash::new(&credentials.dummy).unwrap();
+        let costliest = PasswordHash::new(&costly).unwrap();
+        assert_eq!(dummy.params, costliest.params);
+        // With tokens only, the crate's defaults.
+        let tokens = Credentials::parse(&format!("carol token {}", "c".repeat(40))).unwrap();
+        let default = PasswordHash::new(&cheap).unwrap();
+        assert_eq!(
+            PasswordHash::new(&tokens.dummy).unwrap().params,
+            default.params
+        );
     }
 
     #[test]

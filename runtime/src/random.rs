@@ -32,7 +32,9 @@ struct IdPool {
     /// The next unused byte.
     next: usize,
     /// The process that drew them: a child forked from this thread inherits a copy of
-    /// the pool, and must not hand out the bytes its parent hands out.
+    /// the pool, and must not hand out the bytes its parent hands out. (A child whose
+    /// id equals its parent's, as the first process of a new PID namespace can, is not
+    /// told apart: such a pair could repeat up to a pool of ids, never reveal them.)
     pid: u32,
 }
 
