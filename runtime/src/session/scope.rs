@@ -455,7 +455,8 @@ impl Scope {
             checksum: output.checksum,
             trust: rendered.trust,
             failed: output.failed,
-            lineage: lineage.clone(),
+            // Filled in by the transition: only what is new since the scope's last call.
+            lineage: Vec::new(),
             lineage_since: None,
         };
         let origin = Origin::ToolOutput {
@@ -473,7 +474,15 @@ impl Scope {
         let block = session.act(|state, events| {
             events.extend(downgraded);
             state.complete(
-                events, mode, &self.id, pending, executed, block, rendered, &source,
+                events,
+                mode,
+                &self.id,
+                pending,
+                executed,
+                lineage.len(),
+                block,
+                rendered,
+                &source,
             )
         })?;
         Ok(CallOutcome::Ran {

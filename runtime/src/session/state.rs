@@ -544,6 +544,7 @@ impl State {
         scope_id: &Id,
         pending: Option<&Id>,
         executed: Event,
+        lineage_len: usize,
         block: Block,
         rendered: Rendered,
         source: &str,
@@ -566,8 +567,17 @@ impl State {
         } = &mut executed
         {
             *scope.ran.entry(*checksum).or_default() += 1;
-            scope.lineage_mark =
-                shorten_lineage(scope.lineage_mark.take(), call, lineage, lineage_since);
+            let (since, from, mark) = lineage_start(scope.lineage_mark.take(), call, lineage_len);
+            // The call's lineage was the first `lineage_len` blocks, which stay put.
+            *lineage = scope
+                .blocks
+                .get(from..lineage_len)
+                .unwrap_or_default()
+                .iter()
+                .map(|block| block.id().clone())
+                .collect();
+            *lineage_since = since;
+            scope.lineage_mark = mark;
         }
         events.push(executed);
         let id = push_block(events, mode, scope_id, scope, block, rendered, source)?;
@@ -886,27 +896,21 @@ impl ScopeState {
     }
 }
 
-/// Shortens a call's `lineage` to the blocks after the lineage of the scope's recorded
-/// call `mark` (the one with the longest lineage so far, and its length), and says
-/// which call that is. Blocks only ever join a scope's context, so every lineage is a
-/// prefix of the context, and the shorter of two is a prefix of the longer. A call
-/// decided before `mark` ran (a shorter lineage) records its lineage whole. Returns the
-/// new mark.
-fn shorten_lineage(
+/// Where the recorded lineage of `call` (its first `len` blocks) starts: after the
+/// lineage of the scope's recorded call `mark` (the one with the longest lineage so
+/// far, and its length), which it then names. Blocks only ever join a scope's context,
+/// so every lineage is a prefix of the context, and the shorter of two is a prefix of
+/// the longer. A call decided before `mark` ran (a shorter lineage) records its lineage
+/// whole. Returns the call it extends, the first block to record, and the new mark.
+fn lineage_start(
     mark: Option<(Id, usize)>,
     call: &Id,
-    lineage: &mut Vec<Id>,
-    lineage_since: &mut Option<Id>,
-) -> Option<(Id, usize)> {
-    let len = lineage.len();
+    len: usize,
+) -> (Option<Id>, usize, Option<(Id, usize)>) {
     match mark {
-        Some((since, marked)) if marked <= len => {
-            lineage.drain(..marked);
-            *lineage_since = Some(since);
-            Some((call.clone(), len))
-        }
-        Some(longer) => Some(longer),
-        None => Some((call.clone(), len)),
+        Some((since, marked)) if marked <= len => (Some(since), marked, Some((call.clone(), len))),
+        Some(longer) => (None, 0, Some(longer)),
+        None => (None, 0, Some((call.clone(), len))),
     }
 }
 
@@ -984,23 +988,17 @@ mod tests {
 
     #[test]
     fn a_lineage_shorter_than_the_mark_is_recorded_whole() {
-        let (a, b, c) = (ids(&["a"]), ids(&["b"]), ids(&["c"]));
-        // The first call records all of its lineage.
-        let (mut lineage, mut since) = (ids(&["x", "y"]), None);
-        let mark = shorten_lineage(None, &a[0], &mut lineage, &mut since);
-        assert_eq!((lineage.len(), since.as_ref()), (2, None));
-        // A later one records what is new since it.
-        let (mut lineage, mut since) = (ids(&["x", "y", "z"]), None);
-        let mark = shorten_lineage(mark, &b[0], &mut lineage, &mut since);
-        assert_eq!(
-            (lineage, since.as_ref()),
-            (ids(&["z"]), Some(&b[0]).map(|_| &a[0]))
-        );
-        // One decided before that ran (a shorter lineage) is whole, and the mark stays.
-        let (mut lineage, mut since) = (ids(&["x"]), None);
-        let kept = shorten_lineage(mark.clone(), &c[0], &mut lineage, &mut since);
-        assert_eq!((lineage, since), (ids(&["x"]), None));
+        let [a, b, c] = [ids(&["a"]), ids(&["b"]), ids(&["c"])].map(|mut v| v.remove(0));
+        // The first call records all of its lineage (two blocks).
+        let (since, from, mark) = lineage_start(None, &a, 2);
+        assert_eq!((since, from), (None, 0));
+        // A later one (three blocks) records what is new since it: the third.
+        let (since, from, mark) = lineage_start(mark, &b, 3);
+        assert_eq!((since.as_ref(), from), (Some(&a), 2));
+        // One decided before that ran (one block) is whole, and the mark stays.
+        let (since, from, kept) = lineage_start(mark.clone(), &c, 1);
+        assert_eq!((since, from), (None, 0));
         assert_eq!(kept, mark);
-        assert_eq!(kept, Some((b[0].clone(), 3)));
+        assert_eq!(kept, Some((b.clone(), 3)));
     }
 }
