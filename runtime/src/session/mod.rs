@@ -24,12 +24,14 @@
 
 mod error;
 mod journal;
+mod lineage;
 mod scope;
 mod state;
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 pub use error::SessionError;
+pub use lineage::Lineage;
 pub use scope::{CallOutcome, Handoff, Scope};
 pub use state::PendingStatus;
 

@@ -18,7 +18,7 @@ use crate::registry::{DispatchError, ToolOutput};
 use crate::tool::{OutputKind, Trust};
 
 use super::state::{Claimed, Decided, Finished, Run};
-use super::{Session, SessionError};
+use super::{Lineage, Session, SessionError};
 
 /// A handle on one scope of a [`Session`]. Clones refer to the same scope.
 #[derive(Clone)]
@@ -39,7 +39,7 @@ pub enum CallOutcome {
         /// The block holding the rendered output.
         block: Id,
         /// The blocks that influenced the call (the context when it was decided).
-        lineage: Vec<Id>,
+        lineage: Lineage,
         /// The decision that let it run: the default, a developer's rule, or a review.
         decision: Decision,
     },

@@ -21,6 +21,7 @@ use crate::tool::{Contexts, Trust};
 use crate::verdict::{ReviewerVerdict, Subject, Verdict};
 
 use super::error::SessionError;
+use super::lineage::{Ids, Lineage};
 
 /// Everything about a session that changes.
 #[derive(Default)]
@@ -41,6 +42,8 @@ pub(crate) struct ScopeState {
     blocks: Vec<Block>,
     /// The ids of `blocks`, to tell at once whether one is taken.
     block_ids: HashSet<Id>,
+    /// The same, in order, for the lineages of calls.
+    lineage_ids: Ids,
     rendered: Vec<String>,
     nonces: NonceIndex,
     /// Ids of allowed calls that are running: their output will be the block of that id,
@@ -130,7 +133,7 @@ impl ScopeView<'_> {
 pub(crate) struct Run {
     pub(crate) decision: Decision,
     /// The blocks that influenced the call.
-    pub(crate) lineage: Vec<Id>,
+    pub(crate) lineage: Lineage,
     /// The scope's taint when the call was decided.
     pub(crate) taint: Taint,
     pub(crate) contexts: Contexts,
@@ -253,6 +256,7 @@ impl State {
                 finished: false,
                 blocks: Vec::new(),
                 block_ids: HashSet::new(),
+                lineage_ids: Ids::default(),
                 rendered: Vec::new(),
                 nonces: NonceIndex::default(),
                 running: HashSet::new(),
@@ -889,7 +893,7 @@ impl ScopeState {
     fn run(&self, decision: Decision) -> Run {
         Run {
             decision,
-            lineage: self.blocks.iter().map(|block| block.id().clone()).collect(),
+            lineage: self.lineage_ids.lineage(),
             taint: self.taint,
             contexts: self.contexts.clone(),
         }
@@ -944,6 +948,7 @@ fn push_block(
     scope.rendered.push(rendered.text);
     let id = block.id().clone();
     scope.block_ids.insert(id.clone());
+    scope.lineage_ids.push(id.clone());
     scope.blocks.push(block);
     Ok(id)
 }
