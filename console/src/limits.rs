@@ -32,18 +32,18 @@ impl Limiter {
     /// Whether `key` may have one more event now (without counting one), or how long
     /// to wait.
     pub(crate) fn check(&self, key: &str) -> Result<(), Duration> {
-        let now = Instant::now();
         let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(times) = seen.get(key) else {
-            return Ok(());
-        };
-        let live: Vec<&Instant> = times
-            .iter()
-            .filter(|t| now.saturating_duration_since(**t) < WINDOW)
-            .collect();
-        match live.first() {
-            Some(oldest) if live.len() >= self.per_minute as usize => {
-                Err(WINDOW.saturating_sub(now.saturating_duration_since(**oldest)))
+        seen.get(key)
+            .map_or(Ok(()), |times| self.room(times, Instant::now()))
+    }
+
+    /// Whether `times` leave room for one more event at `now`, or how long to wait.
+    fn room(&self, times: &VecDeque<Instant>, now: Instant) -> Result<(), Duration> {
+        let expired = |t: &&Instant| now.saturating_duration_since(**t) >= WINDOW;
+        let mut live = times.iter().skip_while(expired);
+        match live.next() {
+            Some(oldest) if live.count() + 1 >= self.per_minute as usize => {
+                Err(WINDOW.saturating_sub(now.saturating_duration_since(*oldest)))
             }
             _ => Ok(()),
         }
@@ -75,10 +75,7 @@ impl Limiter {
         {
             times.pop_front();
         }
-        if times.len() >= self.per_minute as usize {
-            let oldest = times.front().copied().unwrap_or(now);
-            return Err(WINDOW.saturating_sub(now.saturating_duration_since(oldest)));
-        }
+        self.room(times, now)?;
         times.push_back(now);
         Ok(())
     }

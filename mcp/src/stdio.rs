@@ -36,20 +36,6 @@ enum OutputKind {
     Std(tokio::io::Stdout),
 }
 
-impl Input {
-    /// Whether it reads a pipe through the reactor.
-    pub fn is_pipe(&self) -> bool {
-        matches!(self.0, InputKind::Pipe(_))
-    }
-}
-
-impl Output {
-    /// Whether it writes a pipe through the reactor.
-    pub fn is_pipe(&self) -> bool {
-        matches!(self.0, OutputKind::Pipe(_))
-    }
-}
-
 // The non-blocking flag belongs to the pipe's open description, which the process that
 // started this one (and any sibling) shares: it is cleared again when done.
 impl Drop for Input {
