@@ -374,8 +374,8 @@ fn a_bad_config_stops_the_proxy_at_start_with_the_line() {
 }
 
 /// A host that sends the proxy's standard error down the pipe of its standard output
-/// (`2>&1`) is answered too (that pipe stays blocking, so a diagnostic never meets it
-/// full and non-blocking).
+/// (`2>&1`) is answered too. (That such a pipe is told apart and stays blocking is
+/// tested in `tooltrust_mcp::stdio`'s unit tests.)
 #[test]
 fn the_proxy_answers_when_its_output_and_errors_share_a_pipe() {
     use std::io::{BufRead, BufReader, Write};
