@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, ResourceContents};
+use rmcp::model::{CallToolRequestParams, ContentBlock, ResourceContents};
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::{Peer, ServiceExt};
 use serde_json::Value;
@@ -157,8 +157,9 @@ async fn call_remote(
         .await
         .map_err(|_| RemoteCallError::Timeout(timeout))?
         .map_err(RemoteCallError::Service)?;
-    let content = content_of(&result);
-    if result.is_error == Some(true) {
+    let failed = result.is_error == Some(true);
+    let content = content_of(result.content);
+    if failed {
         return Err(RemoteCallError::Tool(content.to_text().into_owned()));
     }
     Ok(content)
@@ -166,41 +167,48 @@ async fn call_remote(
 
 /// A remote result as tool content. `structuredContent` is left out: the text content
 /// carries what the model reads, and every byte of it is enveloped.
-fn content_of(result: &CallToolResult) -> Content {
-    if let [ContentBlock::Image(image)] = result.content.as_slice() {
-        return Content::Media(Media {
-            mime: image.mime_type.clone(),
-            data: image.data.clone().into_bytes(),
-            description: Some("an image from an MCP server (base64)".to_owned()),
-        });
+fn content_of(mut blocks: Vec<ContentBlock>) -> Content {
+    if let [ContentBlock::Image(_) | ContentBlock::Resource(_)] = blocks.as_slice() {
+        match blocks.pop() {
+            Some(ContentBlock::Image(image)) => {
+                return Content::Media(Media {
+                    mime: image.mime_type,
+                    data: image.data.into_bytes(),
+                    description: Some("an image from an MCP server (base64)".to_owned()),
+                });
+            }
+            Some(ContentBlock::Resource(resource)) => {
+                let (uri, mime, bytes) = resource_parts(&resource.resource);
+                return Content::Artifact(ArtifactHandle {
+                    id: uri.clone(),
+                    name: uri,
+                    mime,
+                    bytes,
+                });
+            }
+            _ => {}
+        }
     }
-    if let [ContentBlock::Resource(resource)] = result.content.as_slice() {
-        let (uri, mime, bytes) = resource_parts(&resource.resource);
-        return Content::Artifact(ArtifactHandle {
-            id: uri.clone(),
-            name: uri,
-            mime,
-            bytes,
-        });
+    // Texts are moved, not copied: a result may be large, and one text alone is kept as is.
+    let mut parts = blocks.into_iter().map(|block| match block {
+        ContentBlock::Text(text) => text.text,
+        ContentBlock::Image(image) => format!("[image {}]", image.mime_type),
+        ContentBlock::Audio(audio) => format!("[audio {}]", audio.mime_type),
+        ContentBlock::Resource(resource) => match &resource.resource {
+            ResourceContents::TextResourceContents { uri, text, .. } => {
+                format!("[resource {uri}]\n{text}")
+            }
+            other => format!("[resource {}]", resource_parts(other).0),
+        },
+        ContentBlock::ResourceLink(link) => format!("[resource link {}]", link.uri),
+        _ => "[content of a kind this client does not know]".to_owned(),
+    });
+    let mut text = parts.next().unwrap_or_default();
+    for part in parts {
+        text.push('\n');
+        text.push_str(&part);
     }
-    let parts: Vec<String> = result
-        .content
-        .iter()
-        .map(|block| match block {
-            ContentBlock::Text(text) => text.text.clone(),
-            ContentBlock::Image(image) => format!("[image {}]", image.mime_type),
-            ContentBlock::Audio(audio) => format!("[audio {}]", audio.mime_type),
-            ContentBlock::Resource(resource) => match &resource.resource {
-                ResourceContents::TextResourceContents { uri, text, .. } => {
-                    format!("[resource {uri}]\n{text}")
-                }
-                other => format!("[resource {}]", resource_parts(other).0),
-            },
-            ContentBlock::ResourceLink(link) => format!("[resource link {}]", link.uri),
-            _ => "[content of a kind this client does not know]".to_owned(),
-        })
-        .collect();
-    Content::Text(parts.join("\n"))
+    Content::Text(text)
 }
 
 fn resource_parts(resource: &ResourceContents) -> (String, String, u64) {

@@ -3,16 +3,18 @@
 //! blocks (so 1,000 live nonces), and 10 KiB of arguments that the nonce-leak rule must
 //! scan in full (none of them leaks). The subject is what a scope does before a call:
 //! look the tool up in the registry and put the call to the policy. Goal: p99 < 50 µs.
+//! Also what a block costs the index of live nonces, beside a `HashSet` insert.
 //!
 //! `cargo bench -p tooltrust --bench gate [-- FILTER]`
 
 mod harness;
 mod texts;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hint::black_box;
 use std::time::Duration;
 
+use harness::Goal;
 use serde_json::{Value, json};
 use tooltrust::block::{Block, Origin};
 use tooltrust::envelope::SessionKey;
@@ -165,4 +167,23 @@ fn main() {
             decide,
         );
     }
+
+    // Every block a scope gains adds its nonce to the index: the cost must not grow with
+    // the nonces already there. Both sides add fresh nonces to what they already hold.
+    let fresh = |i: &mut u64| {
+        *i += 1;
+        format!(
+            "{:032x}",
+            u128::from(*i).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)
+        )
+    };
+    let (mut set, mut seen) = (nonces.iter().cloned().collect::<HashSet<String>>(), 0);
+    let (mut growing, mut added) = (index.clone(), 1 << 40);
+    harness::compare(
+        &format!("gate/a block's nonce added to the index ({BLOCKS} nonces and more)"),
+        "inserting the nonce into a HashSet<String>",
+        Goal::None,
+        || set.insert(fresh(&mut seen)),
+        || growing.extend([&fresh(&mut added)]),
+    );
 }

@@ -4,29 +4,38 @@
 //!
 //! Sealed nonces are lowercase hex. The arguments' values (strings and numbers, in order)
 //! and, apart, their keys are projected onto their hex digits alone — case and width
-//! folded, everything else dropped — and each projection is searched once for every
-//! nonce and every nonce reversed. A nonce is 128
+//! folded, everything else dropped — and each projection is searched in one pass for
+//! every nonce, forwards and reversed. A nonce is 128
 //! random bits, so an innocent argument matches one by chance with negligible
 //! probability, however the text is cut.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use serde_json::{Map, Value};
 
 /// The live nonces of a scope, searchable in one pass over a call's arguments.
 ///
-/// A scope gains nonces with every block, and an automaton cannot take more patterns
-/// once built. Rebuilding one over all of them for every call would cost the square of
-/// a long session's nonces, so they are kept in levels, each with its own automaton,
-/// merged like the digits of a binary counter: each level is at least twice the next,
-/// a nonce is rebuilt into a larger level only a logarithmic number of times, and a
-/// search visits a logarithmic number of automata.
+/// A scope gains a nonce with every block, so adding one must cost the same however many
+/// the scope holds, and a search must not visit them one by one. Every nonce is indexed
+/// by the first [`KEY_DIGITS`] hex digits of its projection, forwards and reversed: 16
+/// hex digits are exactly 64 bits, so a window of the arguments' projection is its own
+/// key, rolled one digit at a time, and a hit is confirmed against the whole nonce.
 #[derive(Debug, Clone, Default)]
 pub struct NonceIndex {
     nonces: Vec<String>,
     known: HashSet<String>,
-    levels: Vec<Level>,
+    /// Each nonce's projection; empty when too short to look for.
+    projections: Vec<Box<[u8]>>,
+    /// The newest pattern whose first digits make the key. Pattern `2k` is nonce `k`'s
+    /// projection forwards, `2k + 1` reversed. Searched once per digit of the arguments,
+    /// so the hash is a fast one, seeded per index (a compat nonce may be a public id).
+    heads: HashMap<u64, usize, foldhash::fast::RandomState>,
+    /// One bit per slot of a key's [`slot`]: set for every key in `heads`, so most windows
+    /// of the arguments are passed over without a lookup. At least [`FILTER_SPREAD`] bits
+    /// per key, grown (and refilled) as keys arrive.
+    filter: Vec<u64>,
+    /// Per pattern, the next older pattern with the same key.
+    next: Vec<Option<usize>>,
 }
 
 /// The fewest hex digits a nonce must project to for the index to look for it. Sealed
@@ -34,78 +43,62 @@ pub struct NonceIndex {
 /// would match any argument holding a `1`.
 const MIN_PROJECTION: usize = 16;
 
-/// Patterns (two per nonce) under which a level is a contiguous NFA rather than a DFA.
-const SMALL_LEVEL: usize = 128;
+/// Digits of a projection that key the index: at most the fewest a nonce has, and 16
+/// digits of 4 bits fill a `u64`.
+const KEY_DIGITS: usize = MIN_PROJECTION;
 
-/// A byte no projection holds (projections are lowercase hex digits).
-const NEVER: u8 = b'x';
-
-/// The automaton of `nonces[first..first + len]`: patterns `2k` and `2k + 1` are nonce
-/// `first + k`'s projection, forwards and reversed. `None` when none could be built (the
-/// nonces are then searched one by one).
-#[derive(Debug, Clone)]
-struct Level {
-    first: usize,
-    len: usize,
-    matcher: Option<AhoCorasick>,
-}
+/// Filter bits per key: about one window in this many of an innocent argument is looked up.
+const FILTER_SPREAD: usize = 16;
 
 impl NonceIndex {
-    /// Adds nonces, as one new level, merged into the levels before it while they are
-    /// not larger than twice it.
+    /// Adds nonces; each costs the same however many the index already holds.
     pub fn extend<'a>(&mut self, nonces: impl IntoIterator<Item = &'a String>) {
-        let before = self.nonces.len();
         for nonce in nonces {
-            if self.known.insert(nonce.clone()) {
-                self.nonces.push(nonce.clone());
+            if !self.known.insert(nonce.clone()) {
+                continue;
             }
-        }
-        if self.nonces.len() == before {
-            return;
-        }
-        let mut first = before;
-        while let Some(last) = self.levels.last() {
-            if last.len > 2 * (self.nonces.len() - first) {
-                break;
+            let k = self.nonces.len();
+            self.nonces.push(nonce.clone());
+            let mut digits = Vec::new();
+            project(nonce, &mut digits);
+            if digits.len() < MIN_PROJECTION {
+                // Never matched: so short a pattern would match ordinary arguments.
+                self.projections.push(Box::default());
+                self.next.extend([None, None]);
+                continue;
             }
-            first = last.first;
-            self.levels.pop();
+            for (pattern, key) in [
+                (2 * k, key_of(digits.iter())),
+                (2 * k + 1, key_of(digits.iter().rev())),
+            ] {
+                self.next.push(self.heads.insert(key, pattern));
+                self.mark(key);
+            }
+            self.projections.push(digits.into_boxed_slice());
         }
-        let level = self.level(first);
-        self.levels.push(level);
     }
 
-    fn level(&self, first: usize) -> Level {
-        let patterns: Vec<Vec<u8>> = self.nonces[first..]
-            .iter()
-            .flat_map(|nonce| {
-                let mut forwards = Vec::new();
-                project(nonce, &mut forwards);
-                if forwards.len() < MIN_PROJECTION {
-                    // Never matched: an empty pattern would match every argument.
-                    forwards.clear();
-                    forwards.push(NEVER);
-                }
-                let reversed = forwards.iter().rev().copied().collect();
-                [forwards, reversed]
-            })
-            .collect();
-        Level {
-            first,
-            len: self.nonces.len() - first,
-            matcher: AhoCorasickBuilder::new()
-                .match_kind(MatchKind::LeftmostFirst)
-                // A small level is rebuilt often (every arrival makes one): a DFA's
-                // tables cost more to build than they save on a few patterns.
-                .kind((patterns.len() < SMALL_LEVEL).then_some(AhoCorasickKind::ContiguousNFA))
-                .build(&patterns)
-                .ok(),
+    /// Sets `key`'s filter bit, first doubling the filter (and setting every key's bit
+    /// again) when it holds fewer than [`FILTER_SPREAD`] bits per key.
+    fn mark(&mut self, key: u64) {
+        if self.filter.len() * 64 < self.heads.len() * FILTER_SPREAD {
+            let words = (self.heads.len() * FILTER_SPREAD / 64).next_power_of_two();
+            self.filter = vec![0; words.max(self.filter.len() * 2)];
+            let keys: Vec<u64> = self.heads.keys().copied().collect();
+            keys.into_iter().for_each(|key| self.set(key));
+        } else {
+            self.set(key);
         }
+    }
+
+    fn set(&mut self, key: u64) {
+        let (word, bit) = slot(key, self.filter.len());
+        self.filter[word] |= bit;
     }
 
     /// The first live nonce found in the arguments, if any.
     pub fn find_in_args(&self, args: &Map<String, Value>) -> Option<&str> {
-        if self.nonces.is_empty() {
+        if self.heads.is_empty() {
             return None;
         }
         let (mut keys, mut values) = (Vec::new(), Vec::new());
@@ -116,28 +109,37 @@ impl NonceIndex {
         self.find_in(&values).or_else(|| self.find_in(&keys))
     }
 
+    /// The nonce whose pattern starts leftmost in `projection` (hex digits, lowercase).
     fn find_in(&self, projection: &[u8]) -> Option<&str> {
-        self.levels
-            .iter()
-            .find_map(|level| self.find_in_level(level, projection))
-    }
-
-    fn find_in_level(&self, level: &Level, projection: &[u8]) -> Option<&str> {
-        let nonces = &self.nonces[level.first..level.first + level.len];
-        let Some(matcher) = &level.matcher else {
-            // No automaton could be built: search the slow way rather than not at all.
-            return nonces.iter().map(String::as_str).find(|nonce| {
-                let mut pattern = Vec::new();
-                project(nonce, &mut pattern);
-                let reversed: Vec<u8> = pattern.iter().rev().copied().collect();
-                pattern.len() >= MIN_PROJECTION
-                    && (contains(projection, &pattern) || contains(projection, &reversed))
-            });
-        };
-        let found = matcher.find(projection)?;
-        nonces
-            .get(found.pattern().as_usize() / 2)
-            .map(String::as_str)
+        let mut key = 0u64;
+        for (end, &digit) in projection.iter().enumerate() {
+            key = key << 4 | u64::from(value_of(digit));
+            let Some(start) = (end + 1).checked_sub(KEY_DIGITS) else {
+                continue;
+            };
+            let (word, bit) = slot(key, self.filter.len());
+            if self.filter[word] & bit == 0 {
+                continue;
+            }
+            let mut pattern = self.heads.get(&key).copied();
+            while let Some(p) = pattern {
+                let nonce = &self.projections[p / 2];
+                let found = projection
+                    .get(start..start + nonce.len())
+                    .is_some_and(|window| {
+                        if p % 2 == 0 {
+                            window == &nonce[..]
+                        } else {
+                            window.iter().eq(nonce.iter().rev())
+                        }
+                    });
+                if found {
+                    return self.nonces.get(p / 2).map(String::as_str);
+                }
+                pattern = self.next[p];
+            }
+        }
+        None
     }
 
     /// How many nonces the index holds.
@@ -172,22 +174,82 @@ fn project_value(value: &Value, keys: &mut Vec<u8>, values: &mut Vec<u8>) {
 /// Appends the hex digits of `text` to `out`, lowercase, with fullwidth digits and
 /// letters read as their ASCII forms; everything else is dropped.
 fn project(text: &str, out: &mut Vec<u8>) {
-    for c in text.chars() {
-        let c = match u32::from(c) {
-            // Fullwidth `０`–`９`, `Ａ`–`Ｚ`, `ａ`–`ｚ` are their ASCII forms, shifted.
-            code @ (0xFF10..=0xFF19 | 0xFF21..=0xFF3A | 0xFF41..=0xFF5A) => {
-                char::from_u32(code - 0xFEE0).unwrap_or(c)
-            }
-            _ => c,
-        };
-        if c.is_ascii_hexdigit() {
-            out.push(c.to_ascii_lowercase() as u8);
+    let bytes = text.as_bytes();
+    let start = out.len();
+    // Written without a branch per byte (whether a byte is a digit is unpredictable in
+    // prose): every byte's digit or 0 is stored, and only digits advance the end.
+    out.resize(start + bytes.len(), 0);
+    let written = &mut out[start..];
+    let mut end = 0;
+    let mut put = |digit: u8| {
+        written[end] = digit;
+        end += usize::from(digit != 0);
+    };
+    // Only the lead byte EF (of U+F000–U+FFFF) starts a fullwidth digit; between two of
+    // them, a table gives every byte's digit.
+    let mut from = 0;
+    for lead in memchr::memchr_iter(0xEF, bytes).map(Some).chain([None]) {
+        let to = lead.unwrap_or(bytes.len());
+        for &byte in bytes.get(from..to).unwrap_or_default() {
+            put(DIGITS[usize::from(byte)]);
         }
+        if let Some(at) = lead {
+            put(fullwidth_digit(bytes.get(at + 1..at + 3)));
+            from = at + 1;
+        }
+    }
+    out.truncate(start + end);
+}
+
+/// Each byte's lowercase hex digit, or 0: an ASCII hex digit is its own byte, and no
+/// byte of a multi-byte character is ASCII.
+static DIGITS: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let c = byte as u8;
+        table[byte] = match c {
+            b'0'..=b'9' | b'a'..=b'f' => c,
+            b'A'..=b'F' => c.to_ascii_lowercase(),
+            _ => 0,
+        };
+        byte += 1;
+    }
+    table
+};
+
+/// The hex digit a fullwidth character is (`０`–`９` U+FF10–FF19, `Ａ`–`Ｆ` U+FF21–FF26,
+/// `ａ`–`ｆ` U+FF41–FF46), given the two bytes after its lead byte `EF`; else 0.
+fn fullwidth_digit(rest: Option<&[u8]>) -> u8 {
+    match rest {
+        Some(&[0xBC, last @ 0x90..=0x99]) => last - 0x90 + b'0',
+        Some(&[0xBC, last @ 0xA1..=0xA6]) => last - 0xA1 + b'a',
+        Some(&[0xBD, last @ 0x81..=0x86]) => last - 0x81 + b'a',
+        _ => 0,
     }
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    memchr::memmem::find(haystack, needle).is_some()
+/// The value of a lowercase hex digit.
+fn value_of(digit: u8) -> u8 {
+    match digit {
+        b'a'..=b'f' => digit - b'a' + 10,
+        _ => digit.wrapping_sub(b'0') & 0xF,
+    }
+}
+
+/// The filter word and bit of `key`, in a filter of `words` words (a power of two).
+fn slot(key: u64, words: usize) -> (usize, u64) {
+    // A multiply spreads the key's bits to the top; the top bits pick the slot.
+    let mixed = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let word = (mixed >> 32) as usize & (words - 1);
+    (word, 1 << (mixed >> 58))
+}
+
+/// The key of a pattern: its first [`KEY_DIGITS`] digit values, as the search rolls them.
+fn key_of<'a>(digits: impl Iterator<Item = &'a u8>) -> u64 {
+    digits
+        .take(KEY_DIGITS)
+        .fold(0, |key, &digit| key << 4 | u64::from(value_of(digit)))
 }
 
 #[cfg(test)]
@@ -216,25 +278,20 @@ mod tests {
             .collect()
     }
 
-    /// Nonces added one at a time, as a long session adds them, are all found, in few
-    /// levels, exactly as by an index built at once; short public ids are never matched.
+    /// Nonces added one at a time, as a long session adds them, are all found exactly as
+    /// by an index built at once; short public ids are never matched.
     #[test]
-    fn nonces_added_one_by_one_stay_searchable_in_few_levels() {
+    fn nonces_added_one_by_one_are_found_as_when_added_at_once() {
         let nonces: Vec<String> = (0..700u64)
             .map(|i| format!("{:016x}{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15), i))
             .collect();
         let mut one_by_one = NonceIndex::default();
         for nonce in &nonces {
             one_by_one.extend([nonce]);
-            assert!(
-                one_by_one.levels.len() <= 12,
-                "{} levels",
-                one_by_one.levels.len()
-            );
         }
         let mut at_once = NonceIndex::default();
         at_once.extend(&nonces);
-        assert_eq!(at_once.levels.len(), 1);
+        assert_eq!((one_by_one.len(), at_once.len()), (700, 700));
         for nonce in nonces.iter().step_by(37) {
             let args = json!({ "body": format!("leak: {}", nonce.to_uppercase()) });
             assert_eq!(
@@ -249,6 +306,38 @@ mod tests {
         );
         let short = index(&["m1", "q", "mem-2"]);
         assert_eq!(found(&short, json!({"body": "m1 q 1 2 mem-2"})), None);
+    }
+
+    /// Public ids (compat nonces) may share their first digits, or one may read as
+    /// another reversed: each is still found whole, and only whole.
+    #[test]
+    fn nonces_that_share_their_first_digits_are_each_found_whole() {
+        let shared = "0123456789abcdef";
+        let first = format!("{shared}00000000000000001111");
+        let second = format!("{shared}2222222222222222");
+        let palindrome_of_shared: String = shared.chars().rev().collect();
+        let third = format!("{palindrome_of_shared}ffff0000ffff0000");
+        let index = index(&[&first, &second, &third]);
+        for nonce in [&first, &second, &third] {
+            assert_eq!(
+                found(&index, json!({ "text": format!("x {nonce} y") })).as_deref(),
+                Some(nonce.as_str())
+            );
+            let reversed: String = nonce.chars().rev().collect();
+            assert_eq!(
+                found(&index, json!({ "text": reversed })).as_deref(),
+                Some(nonce.as_str())
+            );
+        }
+        // The shared digits alone, or with the wrong rest, are no nonce.
+        assert_eq!(found(&index, json!({ "text": shared })), None);
+        assert_eq!(
+            found(
+                &index,
+                json!({ "text": format!("{shared}000000000000000011") })
+            ),
+            None
+        );
     }
 
     #[test]
