@@ -5,6 +5,10 @@
 //! and 64 KB results. Goals: a median overhead under 1 ms, and at most 1.5× the direct
 //! call for 64 KB results.
 //!
+//! Beside them, the floor any proxy stands on: the same calls through a proxy that only
+//! forwards (this bench, started again as an rmcp server whose tools call the upstream's,
+//! with no tooltrust in it): what one more process and one more JSON-RPC hop cost.
+//!
 //! `cargo bench -p tooltrust-cli --bench mcp_proxy`
 
 #[path = "../../runtime/benches/harness/mod.rs"]
@@ -15,22 +19,31 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use harness::Goal;
-use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleClient, RoleServer, RunningService};
 use rmcp::transport::TokioChildProcess;
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::json;
 use tokio::process::Command;
 
 const TOOLTRUST: &str = env!("CARGO_BIN_EXE_tooltrust");
 const SINGLE_CALLS: usize = 400;
+/// Set for the copy of this bench that runs as the forwarding-only proxy.
+const FORWARDER: &str = "TOOLTRUST_BENCH_FORWARDER";
 
-async fn client(args: &[&str], config: Option<&Path>) -> RunningService<RoleClient, ()> {
+fn tooltrust(args: &[&str], config: Option<&Path>) -> Command {
     let mut command = Command::new(TOOLTRUST);
     command.args(args);
     if let Some(config) = config {
         command.arg(config);
     }
+    command
+}
+
+async fn client(command: Command) -> RunningService<RoleClient, ()> {
     let (transport, _) = TokioChildProcess::builder(command)
         .stderr(Stdio::inherit())
         .spawn()
@@ -38,7 +51,60 @@ async fn client(args: &[&str], config: Option<&Path>) -> RunningService<RoleClie
     ().serve(transport).await.expect("the handshake")
 }
 
+/// An MCP server whose tools are the upstream's, each call passed on as it came and each
+/// result passed back as it came.
+struct Forwarder(RunningService<RoleClient, ()>);
+
+impl ServerHandler for Forwarder {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.0
+            .list_tools(request)
+            .await
+            .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.0
+            .call_tool(request)
+            .await
+            .map(Into::into)
+            .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+    }
+}
+
+/// Runs as the forwarding-only proxy on stdin/stdout, on the same kind of runtime as
+/// `tooltrust mcp proxy`.
+fn forward() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let upstream = client(tooltrust(&["mcp", "demo-server"], None)).await;
+        let server = Forwarder(upstream)
+            .serve(rmcp::transport::stdio())
+            .await
+            .expect("the handshake");
+        let _ = server.waiting().await;
+    });
+}
+
 fn main() {
+    if std::env::var_os(FORWARDER).is_some() {
+        return forward();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -53,10 +119,13 @@ fn main() {
         ),
     )
     .expect("the config is written");
-    let (direct, proxied) = runtime.block_on(async {
+    let mut forwarder = Command::new(std::env::current_exe().expect("this bench's path"));
+    forwarder.env(FORWARDER, "1");
+    let (direct, proxied, forwarded) = runtime.block_on(async {
         (
-            client(&["mcp", "demo-server"], None).await,
-            client(&["mcp", "proxy", "--config"], Some(&config)).await,
+            client(tooltrust(&["mcp", "demo-server"], None)).await,
+            client(tooltrust(&["mcp", "proxy", "--config"], Some(&config))).await,
+            client(forwarder).await,
         )
     });
     for (label, bytes) in [("1 KB", 1024u64), ("64 KB", 65536)] {
@@ -85,8 +154,22 @@ fn main() {
             || call(&direct, "lorem"),
             || call(&proxied, "demo__lorem"),
         );
+        harness::compare(
+            &format!("mcp/forwarding alone (rmcp, no tooltrust), {label} result"),
+            "the upstream called directly",
+            Goal::None,
+            || call(&direct, "lorem"),
+            || call(&forwarded, "lorem"),
+        );
+        harness::compare(
+            &format!("mcp/proxy tools/call beside forwarding alone, {label} result"),
+            "forwarding alone",
+            Goal::None,
+            || call(&forwarded, "lorem"),
+            || call(&proxied, "demo__lorem"),
+        );
         // Single calls, each side in turn, for the medians' difference and the p99s.
-        let mut times = (Vec::new(), Vec::new());
+        let mut times = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..SINGLE_CALLS {
             let start = Instant::now();
             call(&direct, "lorem");
@@ -94,12 +177,20 @@ fn main() {
             let start = Instant::now();
             call(&proxied, "demo__lorem");
             times.1.push(start.elapsed());
+            let start = Instant::now();
+            call(&forwarded, "lorem");
+            times.2.push(start.elapsed());
         }
         let at = |times: &mut Vec<Duration>, q: f64| {
             times.sort();
             times[((times.len() - 1) as f64 * q) as usize]
         };
         let (direct_median, proxied_median) = (at(&mut times.0, 0.5), at(&mut times.1, 0.5));
+        harness::note(&format!(
+            "mcp/forwarding alone, {label}: single calls, median {:?} (p99 {:?})",
+            at(&mut times.2, 0.5),
+            at(&mut times.2, 0.99),
+        ));
         let overhead = proxied_median.saturating_sub(direct_median);
         harness::note(&format!(
             "mcp/proxy, {label}: single calls, median {proxied_median:?} through the proxy against {direct_median:?} direct (overhead {overhead:?}, goal < 1 ms: {}); p99 {:?} against {:?}",
@@ -121,5 +212,6 @@ fn main() {
     runtime.block_on(async {
         let _ = direct.cancel().await;
         let _ = proxied.cancel().await;
+        let _ = forwarded.cancel().await;
     });
 }
