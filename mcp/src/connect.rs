@@ -168,7 +168,7 @@ async fn call_remote(
 /// A remote result as tool content. `structuredContent` is left out: the text content
 /// carries what the model reads, and every byte of it is enveloped.
 fn content_of(mut blocks: Vec<ContentBlock>) -> Content {
-    if let [ContentBlock::Image(_) | ContentBlock::Resource(_)] = blocks.as_slice() {
+    if blocks.len() == 1 {
         match blocks.pop() {
             Some(ContentBlock::Image(image)) => {
                 return Content::Media(Media {
@@ -186,7 +186,8 @@ fn content_of(mut blocks: Vec<ContentBlock>) -> Content {
                     bytes,
                 });
             }
-            _ => {}
+            Some(other) => blocks.push(other),
+            None => {}
         }
     }
     // Texts are moved, not copied: a result may be large, and one text alone is kept as is.
