@@ -222,6 +222,27 @@ mod tests {
         assert_eq!(canonical(r#"[{"a":1},{"a":1}]"#), r#"[{"a":1},{"a":1}]"#);
     }
 
+    /// Strings are scanned eight bytes at a time: an escape, a quote or a control
+    /// character ends a plain run exactly where it is, after any bytes, at any offset.
+    #[test]
+    fn escapes_and_controls_are_found_at_every_offset() {
+        for len in 0..24 {
+            let plain: String = "aé😀\u{7f}b".chars().cycle().take(len).collect();
+            for escape in ["\\n", "\\\"", "\\\\", "\\u00e9", "\\ud83d\\ude00"] {
+                canonical(&format!(
+                    "{{\"{plain}{escape}x\":\"{plain}{escape}{plain}\"}}"
+                ));
+            }
+            for control in ["\u{0}", "\u{1f}", "\n"] {
+                let text = format!("[\"{plain}{control}\"]");
+                assert_eq!(
+                    canonicalize(&text).unwrap_err(),
+                    parse_strict(&text).unwrap_err()
+                );
+            }
+        }
+    }
+
     /// Feature unification could switch on `arbitrary_precision`, under which numbers
     /// keep their spelling and `1e2` would no longer canonicalise through a double.
     #[test]

@@ -98,6 +98,14 @@ pub(crate) fn emit_string(out: &mut String, text: &str) {
     out.push('"');
 }
 
+/// Appends one character as a canonical JSON string holds it.
+pub(crate) fn emit_char(out: &mut String, c: char) {
+    match ESCAPES.get(c as usize) {
+        Some(escape) if !escape.is_empty() => out.push_str(escape),
+        _ => out.push(c),
+    }
+}
+
 /// The escape of each byte: `"` and `\`, and U+0000..U+001F in their short forms where
 /// JSON has one; empty for every byte written as it is.
 const ESCAPES: [&str; 256] = {
@@ -121,7 +129,7 @@ const ESCAPES: [&str; 256] = {
 /// The high bit of each byte of `word` that needs an escape (below U+0020, `"`, `\`),
 /// exactly: every lane is computed without carries or borrows into its neighbours.
 #[inline]
-fn escape_mask(word: [u8; 8]) -> u64 {
+pub(crate) fn escape_mask(word: [u8; 8]) -> u64 {
     const LOWS: u64 = u64::from_ne_bytes([0x7f; 8]);
     const HIGHS: u64 = !LOWS;
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
