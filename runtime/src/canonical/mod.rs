@@ -243,6 +243,23 @@ mod tests {
         }
     }
 
+    /// Exponents far beyond the doubles, offset by as many digits: read to the last
+    /// digit, as serde_json reads them.
+    #[test]
+    fn long_exponents_are_read_exactly() {
+        let ones = |zeros: usize, exponent: &str| format!("1{}{exponent}", "0".repeat(zeros));
+        assert_eq!(canonical(&ones(65_536, "e-655360")), "0");
+        assert_eq!(canonical(&ones(66_000, "e-655360")), "0");
+        assert_eq!(canonical(&ones(3, "e-00000000000000003")), "1");
+        assert_eq!(canonical(&ones(0, "e300")), "1e+300");
+        let far = format!("0.{}1e655360", "0".repeat(65_227));
+        assert!(matches!(
+            canonicalize(&far).unwrap_err(),
+            JsonError::NumberOutOfRange { .. }
+        ));
+        assert!(parse_strict(&far).is_err());
+    }
+
     /// Feature unification could switch on `arbitrary_precision`, under which numbers
     /// keep their spelling and `1e2` would no longer canonicalise through a double.
     #[test]

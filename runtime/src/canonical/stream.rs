@@ -142,6 +142,9 @@ impl Writer<'_> {
 /// the 128th.
 const NESTING: u32 = 128;
 
+/// Exponents of more significant digits than this are read by serde_json's own parser.
+const MOST_EXPONENT_DIGITS: usize = 4;
+
 /// The text is not JSON, or not JSON this writer takes (a repeated key); the strict
 /// parser says which.
 struct Refused;
@@ -363,6 +366,7 @@ impl<'a> Parser<'a> {
             }
             integral = false;
         }
+        let mut long_exponent = false;
         if let Some(b'e' | b'E') = bytes.get(at) {
             at += 1;
             if let Some(b'+' | b'-') = bytes.get(at) {
@@ -374,6 +378,9 @@ impl<'a> Parser<'a> {
                 return Err(Refused);
             }
             integral = false;
+            let significant = bytes.get(exponent..at).unwrap_or_default();
+            let significant = significant.iter().skip_while(|&&digit| digit == b'0');
+            long_exponent = significant.count() > MOST_EXPONENT_DIGITS;
         }
         self.at = at;
         let out = &mut self.writer.out;
@@ -401,7 +408,15 @@ impl<'a> Parser<'a> {
             }
         }
         let literal = self.text.get(start..at).ok_or(Refused)?;
-        match literal.parse::<f64>() {
+        let double = if long_exponent {
+            // Rust's parser stops counting an exponent's digits near 65,536, where a
+            // text of many digits can still bring the value back into range; serde_json
+            // reads every digit.
+            serde_json::from_str::<f64>(literal).map_err(|_| Refused)
+        } else {
+            literal.parse::<f64>().map_err(|_| Refused)
+        };
+        match double {
             Ok(double) if double.is_finite() => {
                 emit_f64(out, double);
                 Ok(Kind::Number)
