@@ -7,7 +7,6 @@ use memchr::memchr;
 use serde::Serialize;
 
 use super::neutralise::neutralise;
-use super::render::closer;
 use super::{Tier, nonce_domain, unescape_attr};
 use crate::id::is_id_char;
 use crate::nonce::SessionKey;
@@ -243,7 +242,7 @@ impl<'a> Parser<'a, '_> {
             });
         }
         let body_start = open_end + 1;
-        let close = closer(tag.tier, tag.nonce.unwrap_or(""));
+        let close = Closer::of(tag.tier, tag.nonce.unwrap_or(""));
         let mut block = ParsedBlock {
             tier: tag.tier,
             nonce: tag.nonce,
@@ -261,9 +260,9 @@ impl<'a> Parser<'a, '_> {
         };
         let close_at =
             match child_tier {
-                Some(child_tier) => self.children(&mut block, child_tier, body_start, &close)?,
+                Some(child_tier) => self.children(&mut block, child_tier, body_start, close)?,
                 None => {
-                    let close_at = find_closer(self.prompt.as_bytes(), body_start, &close)
+                    let close_at = find_closer(self.prompt.as_bytes(), body_start, close)
                         .ok_or_else(|| ParseError {
                             offset: start,
                             fault: ParseFault::Unclosed(name()),
@@ -290,7 +289,7 @@ impl<'a> Parser<'a, '_> {
         block: &mut ParsedBlock<'a>,
         child_tier: Tier,
         mut at: usize,
-        close: &str,
+        close: Closer<'_>,
     ) -> Result<usize, ParseError> {
         let name = || tag_name(block.tier, block.nonce);
         loop {
@@ -314,11 +313,7 @@ impl<'a> Parser<'a, '_> {
                     fault: ParseFault::Layout(name()),
                 });
             }
-            if self
-                .prompt
-                .get(after + 1..)
-                .is_some_and(|rest| rest.starts_with(close))
-            {
+            if close.is_at(self.prompt.as_bytes().get(after + 1..).unwrap_or_default()) {
                 return Ok(after + 1);
             }
             if block.tier == Tier::PeerOutput {
@@ -360,13 +355,14 @@ impl<'a> Parser<'a, '_> {
             let value_len = memchr(b'"', &bytes[value_start..])
                 .ok_or_else(|| malformed(value_start, "unterminated attribute value"))?;
             let raw = &prompt[value_start..value_start + value_len];
-            if raw.contains(['<', '>']) {
+            // Searched as bytes: a pattern of chars decodes every character.
+            if memchr::memchr2(b'<', b'>', raw.as_bytes()).is_some() {
                 return Err(malformed(
                     value_start,
                     "unescaped `<` or `>` in an attribute",
                 ));
             }
-            let value = if raw.contains('&') {
+            let value = if memchr(b'&', raw.as_bytes()).is_some() {
                 Cow::Owned(
                     unescape_attr(raw).ok_or_else(|| malformed(value_start, "bad `&` entity"))?,
                 )
@@ -417,15 +413,44 @@ impl<'a> Parser<'a, '_> {
     }
 }
 
+/// A block's closing tag, as [`closer`](super::render::closer) writes it, compared where it may stand rather
+/// than built: a parse meets one per block, and an allocation each is a measurable part
+/// of reading a block.
+#[derive(Debug, Clone, Copy)]
+struct Closer<'a> {
+    tag: &'static str,
+    nonce: &'a str,
+}
+
+impl<'a> Closer<'a> {
+    fn of(tier: Tier, nonce: &'a str) -> Self {
+        Closer {
+            tag: tier.tag(),
+            nonce: if tier.is_keyed() { nonce } else { "" },
+        }
+    }
+
+    fn len(self) -> usize {
+        self.tag.len() + self.nonce.len() + 3
+    }
+
+    /// Whether `text` starts with this closer.
+    fn is_at(self, text: &[u8]) -> bool {
+        text.strip_prefix(b"</")
+            .and_then(|rest| rest.strip_prefix(self.tag.as_bytes()))
+            .and_then(|rest| rest.strip_prefix(self.nonce.as_bytes()))
+            .is_some_and(|rest| rest.first() == Some(&b'>'))
+    }
+}
+
 /// The offset of the first `close` at or after `from`. It visits each `<` once, as a
 /// `memchr` scan does, and the `/` that follows a closer's `<` rules out nearly every
 /// other one before the whole closer is compared.
-fn find_closer(prompt: &[u8], from: usize, close: &str) -> Option<usize> {
+fn find_closer(prompt: &[u8], from: usize, close: Closer<'_>) -> Option<usize> {
     // Past this many slashes, stopping at every `<` instead is cheaper.
     const DENSE: usize = 8;
     let rest = prompt.get(from..)?;
-    let close = close.as_bytes();
-    let closes_at = |at: usize| rest[at..].starts_with(close);
+    let closes_at = |at: usize| close.is_at(rest.get(at..).unwrap_or_default());
     // A closer's `/` is rarer than its `<` in prose and in code; a search pays a restart
     // per hit.
     // Every closer holds a `/`: with all of them checked, there is none.
@@ -451,19 +476,26 @@ fn tag_name(tier: Tier, nonce: Option<&str>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::find_closer;
+    use super::{Closer, find_closer};
+    use crate::envelope::Tier;
+    use crate::envelope::render::closer;
 
     /// The search by slashes finds the first closer exactly where a plain search does,
     /// with few or many slashes and `<` around it, or none at all.
     #[test]
     fn the_closer_is_found_where_a_plain_search_finds_it() {
-        let close = "</untrusted_content_ab12>";
+        let tier = Tier::UntrustedContent;
+        let close = &closer(tier, "ab12");
+        let close_in_place = Closer::of(tier, "ab12");
+        assert_eq!(close_in_place.len(), close.len());
         let pieces = [
             "a",
             "/",
             "<",
             "</",
             "</untrusted_content_ab1>",
+            "</untrusted_content_ab12",
+            "</untrusted_content_ab123>",
             "é",
             " ",
             "\n",
@@ -494,7 +526,7 @@ mod tests {
             }
             let expected = text[from..].find(close).map(|at| from + at);
             assert_eq!(
-                find_closer(text.as_bytes(), from, close),
+                find_closer(text.as_bytes(), from, close_in_place),
                 expected,
                 "{text:?} from {from}"
             );
