@@ -23,7 +23,7 @@ use std::cmp::Ordering;
 
 use super::number::{emit_f64, emit_i64, emit_u64};
 use super::parse::{JsonError, parse_strict};
-use super::string::{cmp_utf16, emit_char, escape_mask, utf16_prefix};
+use super::string::{cmp_utf16, emit_char, escape_mask, needs_escape, utf16_prefix};
 use super::value::Kind;
 
 /// The canonical text of the JSON value `text` holds, and what kind of value it is;
@@ -32,7 +32,6 @@ use super::value::Kind;
 pub(crate) fn canonicalize(text: &str) -> Result<(String, Kind), JsonError> {
     let mut parser = Parser {
         text,
-        bytes: text.as_bytes(),
         at: 0,
         room: NESTING,
         writer: Writer {
@@ -151,7 +150,6 @@ struct Refused;
 
 struct Parser<'a> {
     text: &'a str,
-    bytes: &'a [u8],
     /// The next byte to read.
     at: usize,
     /// How many more containers may open inside the current one, plus one.
@@ -160,11 +158,15 @@ struct Parser<'a> {
 }
 
 impl<'a> Parser<'a> {
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
     fn document(&mut self) -> Result<Kind, Refused> {
         self.skip_whitespace();
         let kind = self.value()?;
         self.skip_whitespace();
-        if self.at == self.bytes.len() {
+        if self.at == self.bytes().len() {
             Ok(kind)
         } else {
             Err(Refused)
@@ -172,7 +174,7 @@ impl<'a> Parser<'a> {
     }
 
     fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.at).copied()
+        self.bytes().get(self.at).copied()
     }
 
     fn skip_whitespace(&mut self) {
@@ -223,7 +225,7 @@ impl<'a> Parser<'a> {
     }
 
     fn literal(&mut self, word: &str, kind: Kind) -> Result<Kind, Refused> {
-        let rest = self.bytes.get(self.at..).unwrap_or_default();
+        let rest = self.bytes().get(self.at..).unwrap_or_default();
         if !rest.starts_with(word.as_bytes()) {
             return Err(Refused);
         }
@@ -347,7 +349,7 @@ impl<'a> Parser<'a> {
     /// `i64`, or a double when that overflows or is `-0`) exactly, anything else as the
     /// nearest double.
     fn number(&mut self) -> Result<Kind, Refused> {
-        let bytes = self.bytes;
+        let bytes = self.bytes();
         let start = self.at;
         let negative = bytes.get(start) == Some(&b'-');
         let digits_start = start + usize::from(negative);
@@ -539,7 +541,7 @@ fn plain_run(bytes: &[u8], mut at: usize) -> usize {
         at += 8;
     }
     while let Some(&byte) = bytes.get(at) {
-        if byte == b'"' || byte == b'\\' || byte < 0x20 {
+        if needs_escape(byte) {
             break;
         }
         at += 1;

@@ -90,12 +90,19 @@ pub(crate) fn emit_string(out: &mut String, text: &str) {
     }
     let tail_start = words.len() * 8;
     for (offset, &byte) in tail.iter().enumerate() {
-        if !ESCAPES[usize::from(byte)].is_empty() {
+        if needs_escape(byte) {
             escape_at(out, tail_start + offset);
         }
     }
     out.push_str(text.get(run..).unwrap_or_default());
     out.push('"');
+}
+
+/// Whether canonical JSON escapes `byte` (below U+0020, `"`, `\`): where a run of a
+/// string that is copied as it is ends.
+#[inline]
+pub(crate) fn needs_escape(byte: u8) -> bool {
+    !ESCAPES[usize::from(byte)].is_empty()
 }
 
 /// Appends one character as a canonical JSON string holds it.
