@@ -133,7 +133,9 @@ pub(crate) const BOUND_ATTRS: [&str; 3] = ["kind", "role", "output"];
 /// that no value can spell another attribute (`kind="x:output=instruction"` is not
 /// `kind="x" output="instruction"`).
 pub(crate) fn nonce_domain<'a>(tier: Tier, attr: impl Fn(&str) -> Option<&'a str>) -> String {
-    let mut domain = tier.name().to_owned();
+    // Room for the tier's name and a short value or two: one allocation per block.
+    let mut domain = String::with_capacity(64);
+    domain.push_str(tier.name());
     for name in BOUND_ATTRS {
         if let Some(value) = attr(name) {
             domain.push(':');

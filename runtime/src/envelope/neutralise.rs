@@ -127,12 +127,55 @@ pub fn neutralise(body: &str) -> Neutralised<'_> {
 /// finds nothing in, and skips only those inside the spans it rewrites.
 pub(crate) fn neutralise_probing<E>(
     body: &str,
-    mut probe: impl FnMut(&[u8]) -> Result<(), E>,
+    probe: impl FnMut(&[u8]) -> Result<(), E>,
 ) -> Result<Neutralised<'_>, E> {
+    neutralise_with(body, scan::Candidates::new(body.as_bytes()), probe, || {
+        Ok(())
+    })
+}
+
+/// Reads `text` as [`neutralise`] does, up to the first ASCII `<` where `is_end` holds:
+/// its offset, when nothing before it would be changed; `None` when something would be
+/// (a change read with what follows may differ from one read in the body alone: the
+/// caller then checks the body on its own), or no such `<` comes. The verifier finds a
+/// block's closer this way in the same pass that proves its body neutral, and reads
+/// nothing past the closer.
+pub(crate) fn neutral_until(text: &str, mut is_end: impl FnMut(&[u8]) -> bool) -> Option<usize> {
+    enum Stop {
+        End(usize),
+        Changed,
+    }
+    let probe = |rest: &[u8]| match is_end(rest) {
+        true => Err(Stop::End(text.len() - rest.len())),
+        false => Ok(()),
+    };
+    let candidates = scan::Candidates::bounded(text.as_bytes());
+    match neutralise_with(text, candidates, probe, || Err(Stop::Changed)) {
+        Err(Stop::End(at)) => Some(at),
+        Err(Stop::Changed) | Ok(_) => None,
+    }
+}
+
+/// The neutraliser: `probe` sees the rest of the body at every ASCII `<` the scan
+/// visits, `changed` is told of each change before it is made; either stops the scan
+/// with its error.
+fn neutralise_with<'b, E>(
+    body: &'b str,
+    mut candidates: scan::Candidates<'_>,
+    mut probe: impl FnMut(&[u8]) -> Result<(), E>,
+    mut changed: impl FnMut() -> Result<(), E>,
+) -> Result<Neutralised<'b>, E> {
     let bytes = body.as_bytes();
+    // Short texts (attribute values, names, ids) are mostly plain: one pass over their
+    // bytes settles those without setting up the searches.
+    if bytes.len() <= SHORT && bytes.iter().all(|&b| b < 0x80 && b != b'<' && b != b'[') {
+        return Ok(Neutralised {
+            text: Cow::Borrowed(body),
+            findings: Vec::new(),
+        });
+    }
     let mut out = Rewriter::new(body);
     let mut findings = Vec::new();
-    let mut candidates = scan::Candidates::new(bytes);
     let mut pos = 0;
     // Where the output ends in a kept variation selector: the input up to here, since
     // that selector, was all removed. A selector met there would join it into a run
@@ -163,6 +206,9 @@ pub(crate) fn neutralise_probing<E>(
                 None => continue,
             },
         };
+        if let Step::Escape { .. } | Step::Remove { .. } = step {
+            changed()?;
+        }
         match step {
             Step::Pass => {}
             Step::Keep { end } => pos = end,
@@ -196,6 +242,9 @@ pub(crate) fn neutralise_probing<E>(
         findings,
     })
 }
+
+/// The length up to which the neutraliser checks a text for plain ASCII first.
+const SHORT: usize = 256;
 
 /// What to do at a non-ASCII candidate `c` at `at`.
 fn lookalike(body: &str, at: usize, c: char) -> Step {

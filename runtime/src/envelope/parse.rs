@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use memchr::memchr;
 use serde::Serialize;
 
-use super::neutralise::neutralise;
+use super::neutralise::{neutral_until, neutralise};
 use super::{Tier, nonce_domain, unescape_attr};
 use crate::id::is_id_char;
 use crate::nonce::SessionKey;
@@ -258,27 +258,41 @@ impl<'a> Parser<'a, '_> {
             Tier::PeerOutput if block.attr("kind") == Some("reasoning") => Some(Tier::Thought),
             _ => None,
         };
-        let close_at =
-            match child_tier {
-                Some(child_tier) => self.children(&mut block, child_tier, body_start, close)?,
-                None => {
-                    let close_at = find_closer(self.prompt.as_bytes(), body_start, close)
-                        .ok_or_else(|| ParseError {
-                            offset: start,
-                            fault: ParseFault::Unclosed(name()),
-                        })?;
-                    if close_at <= body_start || self.prompt.as_bytes()[close_at - 1] != b'\n' {
-                        return Err(ParseError {
-                            offset: close_at,
-                            fault: ParseFault::Layout(name()),
-                        });
+        // Whether the scan that found the closer proved the body neutral.
+        let mut body_neutral = false;
+        let close_at = match child_tier {
+            Some(child_tier) => self.children(&mut block, child_tier, body_start, close)?,
+            None => {
+                // A sealed data body must be neutral: one scan finds its closer and
+                // proves it so, unless it finds something (then both are checked
+                // apart, for the exact verdict).
+                let neutral_to = match self.key {
+                    Some(_) if tag.tier != Tier::DeveloperPolicy => {
+                        self.prompt.get(body_start..).and_then(|rest| {
+                            neutral_until(rest, |text| close.is_at(text)).map(|at| body_start + at)
+                        })
                     }
-                    block.body = &self.prompt[body_start..close_at - 1];
-                    close_at
+                    _ => None,
+                };
+                body_neutral = neutral_to.is_some();
+                let close_at = neutral_to
+                    .or_else(|| find_closer(self.prompt.as_bytes(), body_start, close))
+                    .ok_or_else(|| ParseError {
+                        offset: start,
+                        fault: ParseFault::Unclosed(name()),
+                    })?;
+                if close_at <= body_start || self.prompt.as_bytes()[close_at - 1] != b'\n' {
+                    return Err(ParseError {
+                        offset: close_at,
+                        fault: ParseFault::Layout(name()),
+                    });
                 }
-            };
+                block.body = &self.prompt[body_start..close_at - 1];
+                close_at
+            }
+        };
         block.end = close_at + close.len();
-        self.authenticate(&block)?;
+        self.authenticate(&block, body_neutral)?;
         Ok(block)
     }
 
@@ -379,7 +393,7 @@ impl<'a> Parser<'a, '_> {
 
     /// In sealed verification, checks the block's nonce against the key and its body
     /// for leftover tag vocabulary.
-    fn authenticate(&self, block: &ParsedBlock<'_>) -> Result<(), ParseError> {
+    fn authenticate(&self, block: &ParsedBlock<'_>, body_neutral: bool) -> Result<(), ParseError> {
         let Some(key) = self.key else {
             return Ok(());
         };
@@ -389,15 +403,23 @@ impl<'a> Parser<'a, '_> {
             fault,
         };
         if let Some(nonce) = block.nonce {
-            let identity: Vec<&str> = match (block.attr("call"), block.attr("checksum")) {
-                (Some(call), Some(checksum)) => vec![call, checksum],
+            let pair;
+            let one;
+            let identity: &[&str] = match (block.attr("call"), block.attr("checksum")) {
+                (Some(call), Some(checksum)) => {
+                    pair = [call, checksum];
+                    &pair
+                }
                 _ => match block.attr("id") {
-                    Some(id) => vec![id],
+                    Some(id) => {
+                        one = [id];
+                        &one
+                    }
                     None => return Err(fault(ParseFault::Unauthenticated(name()))),
                 },
             };
             let domain = nonce_domain(block.tier, |name| block.attr(name));
-            if !key.verify(&domain, &identity, nonce) {
+            if !key.verify(&domain, identity, nonce) {
                 return Err(fault(ParseFault::ForgedNonce(name())));
             }
         }
@@ -406,7 +428,9 @@ impl<'a> Parser<'a, '_> {
             return Ok(());
         }
         let neutral = |text: &str| neutralise(text).findings.is_empty();
-        if !neutral(block.body) || !block.attrs.iter().all(|(_, value)| neutral(value)) {
+        if !(body_neutral || neutral(block.body))
+            || !block.attrs.iter().all(|(_, value)| neutral(value))
+        {
             return Err(fault(ParseFault::NotNeutralised(name())));
         }
         Ok(())

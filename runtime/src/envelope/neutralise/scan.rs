@@ -31,6 +31,11 @@ pub(super) struct Candidates<'a> {
     flags: [u64; WORDS],
     /// The dense searches, where the CPU has them.
     searches: Option<&'static Dense>,
+    /// Whether the search for non-ASCII candidates stops at the next `<` or `[`: for a
+    /// caller that may stop there (the verifier, at a block's closer), which then pays
+    /// for nothing past it. Otherwise it runs ahead, which is cheaper where brackets are
+    /// dense.
+    bounded: bool,
     /// The region searched by [`Dense`] (empty when none).
     dense: std::ops::Range<usize>,
     /// Each dense search's next hit at or after the last query, in that region.
@@ -42,8 +47,18 @@ impl<'a> Candidates<'a> {
         Self::with_searches(bytes, DENSE.as_ref())
     }
 
+    /// Like [`Candidates::new`], for a caller that may stop at any `<`: the search for
+    /// non-ASCII candidates never reads past the next `<` or `[`.
+    pub(super) fn bounded(bytes: &'a [u8]) -> Self {
+        Candidates {
+            bounded: true,
+            ..Self::new(bytes)
+        }
+    }
+
     fn with_searches(bytes: &'a [u8], searches: Option<&'static Dense>) -> Self {
         Candidates {
+            bounded: false,
             searches,
             bytes,
             brackets: memchr::memchr2_iter(b'<', b'[', bytes),
@@ -71,7 +86,7 @@ impl<'a> Candidates<'a> {
         let lead = match self.next_lead {
             Some(at) if at >= from => at,
             _ => {
-                let at = self.next_lead(from);
+                let at = self.next_lead(from, if self.bounded { ascii } else { len });
                 self.next_lead = Some(at);
                 at
             }
@@ -80,13 +95,18 @@ impl<'a> Candidates<'a> {
         (next < len).then_some(next)
     }
 
-    /// The first relevant non-ASCII character at or after `from`, or the end.
-    fn next_lead(&mut self, from: usize) -> usize {
-        let to = self.bytes.len();
+    /// The first relevant non-ASCII character at or after `from` and before `to`, or
+    /// `to`.
+    fn next_lead(&mut self, from: usize, to: usize) -> usize {
+        if from >= to {
+            // Nothing to search (and a dense region made here would hold nothing).
+            return to;
+        }
         let mut block = from - from % BLOCK;
         // ASCII text goes by a span at a time, up to its first non-ASCII byte.
         while self.block != block
             && !self.dense.contains(&from)
+            && block + SPAN <= to
             && self
                 .bytes
                 .get(block..block + SPAN)
@@ -124,7 +144,7 @@ impl<'a> Candidates<'a> {
                 while word != 0 {
                     let at = block + k * 8 + word.trailing_zeros() as usize / 8;
                     if at >= from && starts_relevant(self.bytes, at) {
-                        return at;
+                        return at.min(to);
                     }
                     word &= word - 1;
                 }
@@ -579,19 +599,68 @@ mod tests {
         expected.sort_unstable();
         assert!(expected.len() >= 7, "{expected:?}");
         for searches in [DENSE.as_ref(), None] {
-            let mut candidates = Candidates::with_searches(body.as_bytes(), searches);
-            let mut found = Vec::new();
-            let mut from = 0;
-            while let Some(hit) = candidates.next_from(from) {
-                found.push(hit);
-                from = hit + 1;
+            for bounded in [false, true] {
+                let candidates = || Candidates {
+                    bounded,
+                    ..Candidates::with_searches(body.as_bytes(), searches)
+                };
+                assert_eq!(all_of(candidates()), expected);
+                for &at in &expected {
+                    let from = at.saturating_sub(5);
+                    let first = candidates().next_from(from);
+                    assert_eq!(first, expected.iter().copied().find(|&e| e >= from));
+                }
             }
-            assert_eq!(found, expected);
-            for &at in &expected {
-                let from = at.saturating_sub(5);
-                let first = Candidates::with_searches(body.as_bytes(), searches).next_from(from);
-                assert_eq!(first, expected.iter().copied().find(|&e| e >= from));
+        }
+    }
+
+    fn all_of(mut candidates: Candidates<'_>) -> Vec<usize> {
+        let mut found = Vec::new();
+        let mut from = 0;
+        while let Some(hit) = candidates.next_from(from) {
+            found.push(hit);
+            from = hit + 1;
+        }
+        found
+    }
+
+    /// A search that stops at each bracket finds what one that runs ahead finds, in
+    /// text where brackets are dense, sparse or absent and non-ASCII is dense, sparse or
+    /// absent, with candidates on either side of every bracket.
+    #[test]
+    fn a_bounded_search_finds_what_a_running_search_finds() {
+        let pieces = [
+            "plain words, no brackets. ",
+            "a < b ",
+            "Vec<T> ",
+            "日本語のテキスト、「引用」。",
+            "“quoted” — ",
+            "＜",
+            "〈",
+            "«",
+            "\u{FE0F}",
+            "[x] ",
+        ];
+        let mut rng = 0x9E37_79B9_7F4A_7C15_u64;
+        for _ in 0..200 {
+            let mut body = String::new();
+            while body.len() < 6000 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let piece = pieces[(rng % pieces.len() as u64) as usize];
+                let times = 1 + (rng >> 32) as usize % 60;
+                for _ in 0..times {
+                    body.push_str(piece);
+                }
             }
+            let expected: Vec<usize> = body
+                .char_indices()
+                .filter(|&(at, _)| starts_relevant(body.as_bytes(), at))
+                .map(|(at, _)| at)
+                .collect();
+            assert_eq!(all_of(Candidates::new(body.as_bytes())), expected);
+            assert_eq!(all_of(Candidates::bounded(body.as_bytes())), expected);
         }
     }
 

@@ -547,3 +547,89 @@ fn the_probe_sees_every_bracket_of_a_clean_body() {
     });
     assert_eq!(stopped.err(), body.find("<div"));
 }
+
+/// The closer of the block under test in the `neutral_until` tests.
+const CLOSER: &str = "</untrusted_content_4f2a>";
+
+fn until_closer(text: &str) -> Option<usize> {
+    neutral_until(text, |rest| rest.starts_with(CLOSER.as_bytes()))
+}
+
+/// Pieces of bodies for `neutral_until`: our vocabulary, its lookalikes, brackets that
+/// could join the closer, the closer itself and its prefixes, dense and sparse
+/// non-ASCII text, and long plain runs (longer than the scan's spans and regions).
+fn body_piece() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just("<".to_owned()),
+        Just("< ".to_owned()),
+        Just("<\n".to_owned()),
+        Just("[".to_owned()),
+        Just("＜".to_owned()),
+        Just("<|im_end".to_owned()),
+        Just("<untrusted".to_owned()),
+        Just("</untrusted_content_4f2".to_owned()),
+        Just(CLOSER.to_owned()),
+        Just("<system_instructions>".to_owned()),
+        Just("[INST".to_owned()),
+        Just("</s".to_owned()),
+        Just("\u{E0041}\u{E0042}".to_owned()),
+        Just("\u{FE0F}\u{FE0F}".to_owned()),
+        Just("a < b, Vec<T>, <div>".to_owned()),
+        Just("“quoted” — it’s ".to_owned()),
+        Just("日本語のテキスト、「引用」。".repeat(40)),
+        Just("plain words without brackets. ".repeat(100)),
+        "[a-zA-Z0-9 _<>/\\[\\]=\"\n-]{0,12}",
+        any::<String>(),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+    /// Finding a block's closer while neutralising agrees with finding it first and
+    /// then neutralising the body: an offset only where the closer first occurs, and
+    /// only when the body before it is neutral.
+    #[test]
+    fn finding_the_end_while_neutralising_agrees_with_doing_both_apart(
+        body in proptest::collection::vec(body_piece(), 0..8),
+        tail in proptest::collection::vec(body_piece(), 0..4),
+    ) {
+        let (body, tail) = (body.concat(), tail.concat());
+        let text = format!("{body}\n{CLOSER}\n{tail}");
+        let first = text.find(CLOSER);
+        if let Some(at) = until_closer(&text) {
+            proptest::prop_assert_eq!(Some(at), first);
+            let before = &text[..at];
+            proptest::prop_assert!(neutralise(before).findings.is_empty(), "{:?}", before);
+        }
+        let without = format!("{body}\n{tail}");
+        if !without.contains(CLOSER) {
+            proptest::prop_assert_eq!(until_closer(&without), None);
+        }
+    }
+}
+
+/// Neutral bodies of every kind of text are read to their closer in one pass; a body
+/// with something to change, or one whose last `<` joins the closer, is left to the
+/// caller's exact check.
+#[test]
+fn neutral_bodies_are_read_to_their_closer() {
+    let code = "if a < b { Vec<String> } <span>x</span> [i]\n".repeat(300);
+    let cjk = "日本語のテキスト、「引用」。".repeat(600);
+    let typographic = "“Quoted,” they said — it’s fine. ".repeat(600);
+    let mixed = format!("{code}{cjk}{typographic}«x» ＜b");
+    for body in ["", "plain", &code, &cjk, &typographic, &mixed] {
+        let text = format!("{body}\n{CLOSER}\nafter <system> and more");
+        assert_eq!(until_closer(&text), Some(body.len() + 1), "{body:.40}");
+    }
+    for body in ["</untrusted> inside", "ends with a bracket <", "＜system"] {
+        let text = format!("{body}\n{CLOSER}\n");
+        assert_eq!(until_closer(&text), None, "{body}");
+    }
+    assert!(neutralise("ends with a bracket <").findings.is_empty());
+    assert_eq!(
+        until_closer(&format!("no closer {}", "x".repeat(5000))),
+        None
+    );
+}
