@@ -600,8 +600,12 @@ proptest::proptest! {
         let first = text.find(CLOSER);
         if let Some(at) = until_closer(&text) {
             proptest::prop_assert_eq!(Some(at), first);
+            // What comes before the closer, and the body the verifier takes from it
+            // (without the newline that ends it).
             let before = &text[..at];
+            let taken = before.strip_suffix('\n').unwrap_or(before);
             proptest::prop_assert!(neutralise(before).findings.is_empty(), "{:?}", before);
+            proptest::prop_assert!(neutralise(taken).findings.is_empty(), "{:?}", taken);
         }
         let without = format!("{body}\n{tail}");
         if !without.contains(CLOSER) {
