@@ -7,7 +7,9 @@
 //! - beside the reference's algorithm on Node (`bench/peers/reference.mjs`) and a naive
 //!   Python fingerprint (`bench/peers/naive.py`), each run in its own process when
 //!   `node` / `python3` is on the PATH, batch by batch in turn with ours. Their figures
-//!   come from this run, never from a file.
+//!   come from this run, never from a file. On a shared host, run it on one CPU
+//!   (`taskset -c 0 cargo bench …`, as `bench/report` does), so that both sides of a
+//!   peer row run at the same speed.
 
 mod harness;
 
