@@ -138,8 +138,8 @@ pub(crate) fn neutralise_probing<E>(
 /// its offset, when nothing before it would be changed; `None` when something would be
 /// (a change read with what follows may differ from one read in the body alone: the
 /// caller then checks the body on its own), or no such `<` comes. The verifier finds a
-/// block's closer this way in the same pass that proves its body neutral, and reads
-/// nothing past the closer.
+/// block's closer this way in the same pass that proves its body neutral; the search
+/// stops at the closer (reading at most a few bytes past it).
 pub(crate) fn neutral_until(text: &str, mut is_end: impl FnMut(&[u8]) -> bool) -> Option<usize> {
     enum Stop {
         End(usize),

@@ -132,6 +132,23 @@ fn bodies(blocks: &[tooltrust::envelope::ParsedBlock]) -> Vec<String> {
     out
 }
 
+/// Bodies that are neutral alone but not when read together with the closer after them
+/// (a last bracket that the closer's `<` would double): the verifier's one-pass check
+/// cannot vouch for them, and its check of the body alone accepts them, in every tier.
+#[test]
+fn bodies_neutral_only_alone_verify_through_the_exact_check() {
+    let renderer = Renderer::sealed(key(12));
+    for body in ["x <", "x ＜", "ends in a bar <|", "a < b <\t", "<"] {
+        assert!(neutralise(body).findings.is_empty(), "{body:?}");
+        for rendered in every_tier(&renderer, body) {
+            let rendered = rendered.expect("renders");
+            let blocks = parse_sealed(&rendered.text, &key(12))
+                .unwrap_or_else(|error| panic!("{body:?}: {error}\n{}", rendered.text));
+            assert!(bodies(&blocks).iter().any(|b| b == body), "{body:?}");
+        }
+    }
+}
+
 #[test]
 fn nonces_are_secret_stable_and_separated() {
     let c = call("fetch_page", r#"{"url":"https://evil.example/"}"#);

@@ -642,9 +642,11 @@ mod tests {
             "[x] ",
         ];
         let mut rng = 0x9E37_79B9_7F4A_7C15_u64;
-        for _ in 0..200 {
+        for round in 0..200 {
+            // Some bodies longer than a few dense regions.
+            let len = if round % 10 == 0 { 3 * REGION } else { 6000 };
             let mut body = String::new();
-            while body.len() < 6000 {
+            while body.len() < len {
                 rng ^= rng << 13;
                 rng ^= rng >> 7;
                 rng ^= rng << 17;
@@ -659,8 +661,26 @@ mod tests {
                 .filter(|&(at, _)| starts_relevant(body.as_bytes(), at))
                 .map(|(at, _)| at)
                 .collect();
-            assert_eq!(all_of(Candidates::new(body.as_bytes())), expected);
-            assert_eq!(all_of(Candidates::bounded(body.as_bytes())), expected);
+            for searches in [DENSE.as_ref(), None] {
+                for bounded in [false, true] {
+                    let candidates = || Candidates {
+                        bounded,
+                        ..Candidates::with_searches(body.as_bytes(), searches)
+                    };
+                    assert_eq!(all_of(candidates()), expected);
+                    // Queries that jump ahead, as a rewrite or a kept span does.
+                    let mut jumping = candidates();
+                    let mut from = 0;
+                    while let Some(hit) = jumping.next_from(from) {
+                        assert_eq!(Some(&hit), expected.iter().find(|&&e| e >= from));
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        from = hit + 1 + (rng % 300) as usize;
+                    }
+                    assert!(expected.iter().all(|&e| e < from));
+                }
+            }
         }
     }
 
