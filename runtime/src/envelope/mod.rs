@@ -163,11 +163,12 @@ pub(crate) fn escape_attr_and_controls(out: &mut String, value: &str) {
 
 fn escape_into(out: &mut String, value: &str, controls: bool) {
     // Most values (names, ids, hex) need nothing escaped: one pass over the bytes
-    // instead of one over the characters.
-    if value
-        .bytes()
-        .all(|b| (b' '..=b'~').contains(&b) && !matches!(b, b'&' | b'<' | b'>' | b'"'))
-    {
+    // instead of one over the characters, written without an early exit so that the
+    // compiler checks many bytes at once.
+    let plain = value.bytes().fold(true, |plain, b| {
+        plain & (b' '..=b'~').contains(&b) & (b != b'&') & (b != b'<') & (b != b'>') & (b != b'"')
+    });
+    if plain {
         out.push_str(value);
         return;
     }
@@ -231,4 +232,41 @@ pub(crate) fn unescape_attr(value: &str) -> Option<String> {
 /// The entity [`escape_attr_and_controls`] writes for a control character.
 fn control_entity(c: char) -> String {
     format!("&#x{:x};", u32::from(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plain-value pass lets through only values that escaping leaves as they are.
+    #[test]
+    fn escaping_writes_every_entity_and_only_those() {
+        let every_byte: String = (0u8..0x80).map(char::from).collect();
+        for value in [
+            "",
+            "tool-result",
+            "0123456789abcdef0123456789abcdef",
+            "a&b<c>d\"e",
+            "tab\there, newline\nthere",
+            "\u{7f}del and é and 日本 and \u{85}",
+            every_byte.as_str(),
+        ] {
+            for controls in [false, true] {
+                let mut fast = String::new();
+                escape_into(&mut fast, value, controls);
+                let mut slow = String::new();
+                for c in value.chars() {
+                    match c {
+                        '&' => slow.push_str("&amp;"),
+                        '<' => slow.push_str("&lt;"),
+                        '>' => slow.push_str("&gt;"),
+                        '"' => slow.push_str("&quot;"),
+                        c if controls && c.is_control() => slow.push_str(&control_entity(c)),
+                        c => slow.push(c),
+                    }
+                }
+                assert_eq!(fast, slow, "{value:?}, controls {controls}");
+            }
+        }
+    }
 }
