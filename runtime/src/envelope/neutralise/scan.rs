@@ -591,27 +591,45 @@ mod tests {
             let at = body.floor_char_boundary(at);
             body.insert(at, needles[i % needles.len()]);
         }
-        let mut expected: Vec<usize> = body
-            .char_indices()
+        let expected = relevant(&body);
+        assert!(expected.len() >= 7, "{expected:?}");
+        for_each_search(body.as_bytes(), |candidates| {
+            assert_eq!(all_of(candidates()), expected);
+            for &at in &expected {
+                let from = at.saturating_sub(5);
+                let first = candidates().next_from(from);
+                assert_eq!(first, expected.iter().copied().find(|&e| e >= from));
+            }
+        });
+    }
+
+    /// Where the characters that may begin a match are, by the test of each character.
+    fn relevant(body: &str) -> Vec<usize> {
+        body.char_indices()
             .filter(|&(at, _)| starts_relevant(body.as_bytes(), at))
             .map(|(at, _)| at)
-            .collect();
-        expected.sort_unstable();
-        assert!(expected.len() >= 7, "{expected:?}");
+            .collect()
+    }
+
+    /// Runs `check` with a maker of each kind of search over `bytes`: with and without
+    /// the dense searches, running ahead and bounded.
+    fn for_each_search<'a>(bytes: &'a [u8], mut check: impl FnMut(&dyn Fn() -> Candidates<'a>)) {
         for searches in [DENSE.as_ref(), None] {
             for bounded in [false, true] {
-                let candidates = || Candidates {
+                check(&|| Candidates {
                     bounded,
-                    ..Candidates::with_searches(body.as_bytes(), searches)
-                };
-                assert_eq!(all_of(candidates()), expected);
-                for &at in &expected {
-                    let from = at.saturating_sub(5);
-                    let first = candidates().next_from(from);
-                    assert_eq!(first, expected.iter().copied().find(|&e| e >= from));
-                }
+                    ..Candidates::with_searches(bytes, searches)
+                });
             }
         }
+    }
+
+    /// The next number of a deterministic generator (xorshift).
+    fn next_random(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
     }
 
     fn all_of(mut candidates: Candidates<'_>) -> Vec<usize> {
@@ -647,40 +665,25 @@ mod tests {
             let len = if round % 10 == 0 { 3 * REGION } else { 6000 };
             let mut body = String::new();
             while body.len() < len {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                let piece = pieces[(rng % pieces.len() as u64) as usize];
-                let times = 1 + (rng >> 32) as usize % 60;
+                let random = next_random(&mut rng);
+                let piece = pieces[(random % pieces.len() as u64) as usize];
+                let times = 1 + (random >> 32) as usize % 60;
                 for _ in 0..times {
                     body.push_str(piece);
                 }
             }
-            let expected: Vec<usize> = body
-                .char_indices()
-                .filter(|&(at, _)| starts_relevant(body.as_bytes(), at))
-                .map(|(at, _)| at)
-                .collect();
-            for searches in [DENSE.as_ref(), None] {
-                for bounded in [false, true] {
-                    let candidates = || Candidates {
-                        bounded,
-                        ..Candidates::with_searches(body.as_bytes(), searches)
-                    };
-                    assert_eq!(all_of(candidates()), expected);
-                    // Queries that jump ahead, as a rewrite or a kept span does.
-                    let mut jumping = candidates();
-                    let mut from = 0;
-                    while let Some(hit) = jumping.next_from(from) {
-                        assert_eq!(Some(&hit), expected.iter().find(|&&e| e >= from));
-                        rng ^= rng << 13;
-                        rng ^= rng >> 7;
-                        rng ^= rng << 17;
-                        from = hit + 1 + (rng % 300) as usize;
-                    }
-                    assert!(expected.iter().all(|&e| e < from));
+            let expected = relevant(&body);
+            for_each_search(body.as_bytes(), |candidates| {
+                assert_eq!(all_of(candidates()), expected);
+                // Queries that jump ahead, as a rewrite or a kept span does.
+                let mut jumping = candidates();
+                let mut from = 0;
+                while let Some(hit) = jumping.next_from(from) {
+                    assert_eq!(Some(&hit), expected.iter().find(|&&e| e >= from));
+                    from = hit + 1 + (next_random(&mut rng) % 300) as usize;
                 }
-            }
+                assert!(expected.iter().all(|&e| e < from));
+            });
         }
     }
 
