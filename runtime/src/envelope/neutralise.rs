@@ -166,9 +166,18 @@ fn neutralise_with<'b, E>(
     mut changed: impl FnMut() -> Result<(), E>,
 ) -> Result<Neutralised<'b>, E> {
     let bytes = body.as_bytes();
-    // Short texts (attribute values, names, ids) are mostly plain: one pass over their
-    // bytes settles those without setting up the searches.
-    if bytes.len() <= SHORT && bytes.iter().all(|&b| b < 0x80 && b != b'<' && b != b'[') {
+    // Short texts (attribute values, ids, most tool results and messages) are mostly
+    // plain: one pass over their bytes settles those without setting up the searches.
+    // It stops at the first chunk that is not plain, and checks each chunk without an
+    // early exit, so that the compiler checks many bytes at once.
+    let plain = || {
+        bytes.chunks(64).all(|chunk| {
+            chunk.iter().fold(true, |plain, &b| {
+                plain & (b < 0x80) & (b != b'<') & (b != b'[')
+            })
+        })
+    };
+    if bytes.len() <= SHORT && plain() {
         return Ok(Neutralised {
             text: Cow::Borrowed(body),
             findings: Vec::new(),
@@ -244,7 +253,7 @@ fn neutralise_with<'b, E>(
 }
 
 /// The length up to which the neutraliser checks a text for plain ASCII first.
-const SHORT: usize = 256;
+const SHORT: usize = 1024;
 
 /// What to do at a non-ASCII candidate `c` at `at`.
 fn lookalike(body: &str, at: usize, c: char) -> Step {

@@ -632,6 +632,7 @@ mod tests {
         *state
     }
 
+    /// Every candidate, asked for in order.
     fn all_of(mut candidates: Candidates<'_>) -> Vec<usize> {
         let mut found = Vec::new();
         let mut from = 0;

@@ -642,3 +642,22 @@ fn neutral_bodies_are_read_to_their_closer() {
         None
     );
 }
+
+/// The plain-text pass over short texts lets nothing through that the scan would
+/// change: a closer, a lookalike or a tag character at any offset of texts around its
+/// chunk and length limits is still found.
+#[test]
+fn short_texts_are_scanned_wherever_their_vocabulary_sits() {
+    for len in [0, 1, 63, 64, 65, 127, 128, 200, SHORT - 1, SHORT, SHORT + 1] {
+        for needle in ["</untrusted_content_x>", "＜system>", "\u{E0041}"] {
+            for at in [0, len / 2, len] {
+                let mut text = "a".repeat(len);
+                text.insert_str(at, needle);
+                let out = neutralise(&text);
+                assert_eq!(out.findings.len(), 1, "{needle:?} at {at} of {len}");
+                assert_eq!(out.findings[0].at, at, "{needle:?} at {at} of {len}");
+            }
+        }
+        unchanged(&"a".repeat(len));
+    }
+}
