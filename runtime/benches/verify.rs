@@ -76,6 +76,36 @@ fn main() {
             },
         );
     }
+    dense_with_brackets(&renderer, &key);
+}
+
+/// Dense text full of brackets, where the verifier's one pass over a body (which stops
+/// at each `<` to look for the closer) could restart its dense searches at every one.
+fn dense_with_brackets(renderer: &Renderer, key: &SessionKey) {
+    let body = "日本語のテキスト、「引用」。a < b, ".repeat(1200);
+    let call = Id::new("call_000001").expect("a valid id");
+    let rendered = renderer.tool_result(
+        "fetch_page",
+        &call,
+        Checksum::of(call.as_str().as_bytes()),
+        Trust::Untrusted,
+        OutputKind::Data,
+        &body,
+    );
+    let prompt = match rendered {
+        Ok(rendered) => rendered.text,
+        Err(error) => panic!("{error}"),
+    };
+    harness::compare(
+        &format!(
+            "verify/parse_sealed of one body of CJK with a `<` every 64 B ({} B)",
+            body.len()
+        ),
+        "neutralise the body",
+        Goal::None,
+        || neutralise(black_box(&body)),
+        || parse_sealed(black_box(&prompt), key),
+    );
 }
 
 /// The bodies of the leaf blocks.

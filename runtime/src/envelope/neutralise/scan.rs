@@ -33,9 +33,12 @@ pub(super) struct Candidates<'a> {
     searches: Option<&'static Dense>,
     /// Whether the search for non-ASCII candidates stops at the next `<` or `[`: for a
     /// caller that may stop there (the verifier, at a block's closer), which then pays
-    /// for nothing past it. Otherwise it runs ahead, which is cheaper where brackets are
+    /// for little past it. Otherwise it runs ahead, which is cheaper where brackets are
     /// dense.
     bounded: bool,
+    /// How far the next dense region reaches at least: [`REGION`], or for a bounded
+    /// search a reach that starts at [`FIRST_REGION`] and doubles up to it.
+    region: usize,
     /// The region searched by [`Dense`] (empty when none).
     dense: std::ops::Range<usize>,
     /// Each dense search's next hit at or after the last query, in that region.
@@ -44,21 +47,20 @@ pub(super) struct Candidates<'a> {
 
 impl<'a> Candidates<'a> {
     pub(super) fn new(bytes: &'a [u8]) -> Self {
-        Self::with_searches(bytes, DENSE.as_ref())
+        Self::with_searches(bytes, DENSE.as_ref(), false)
     }
 
     /// Like [`Candidates::new`], for a caller that may stop at any `<`: the search for
-    /// non-ASCII candidates never reads past the next `<` or `[`.
+    /// non-ASCII candidates stops at the next `<` or `[` (but for what a dense search
+    /// already read).
     pub(super) fn bounded(bytes: &'a [u8]) -> Self {
-        Candidates {
-            bounded: true,
-            ..Self::new(bytes)
-        }
+        Self::with_searches(bytes, DENSE.as_ref(), true)
     }
 
-    fn with_searches(bytes: &'a [u8], searches: Option<&'static Dense>) -> Self {
+    fn with_searches(bytes: &'a [u8], searches: Option<&'static Dense>, bounded: bool) -> Self {
         Candidates {
-            bounded: false,
+            bounded,
+            region: if bounded { FIRST_REGION } else { REGION },
             searches,
             bytes,
             brackets: memchr::memchr2_iter(b'<', b'[', bytes),
@@ -118,7 +120,7 @@ impl<'a> Candidates<'a> {
             if self.dense.contains(&block.max(from)) {
                 let found = self.next_dense(block.max(from));
                 if found < self.dense.end {
-                    return found;
+                    return found.min(to);
                 }
                 block = self.dense.end;
                 continue;
@@ -133,9 +135,18 @@ impl<'a> Candidates<'a> {
                     self.block = block;
                     self.flags = flags;
                 } else {
-                    // Dense non-ASCII text: search a region with the dense searchers.
-                    self.dense = block..(block + REGION).min(to);
+                    // Dense non-ASCII text: search a region with the dense searchers,
+                    // up to `to` at least. It may reach past `to`: its hits stay valid
+                    // for the next queries, so that brackets in dense text do not
+                    // restart the searches at each one.
+                    let end = to.max(block + self.region).min(block + REGION);
+                    self.dense = block..end.min(self.bytes.len());
                     self.dense_next = [None; 3];
+                    if self.bounded {
+                        // Past `to`, growing from small, so that a caller that stops at
+                        // a bracket has searched at most about twice what it needed.
+                        self.region = (self.region * 2).min(REGION);
+                    }
                     continue;
                 }
             }
@@ -183,6 +194,9 @@ impl<'a> Candidates<'a> {
 
 /// Bytes searched at once by [`Dense`] once a block turns out dense.
 const REGION: usize = 16 * 1024;
+
+/// The first dense region of a bounded search.
+const FIRST_REGION: usize = 256;
 
 /// The searches for candidates in text dense with non-ASCII characters (CJK, say), where
 /// a filter over every byte would cost several times a copy: the two lead bytes such text
@@ -558,8 +572,8 @@ mod tests {
                     let mut body = filler.clone();
                     body.insert(cut, c);
                     for searches in [DENSE.as_ref(), None] {
-                        let found =
-                            Candidates::with_searches(body.as_bytes(), searches).next_from(0);
+                        let found = Candidates::with_searches(body.as_bytes(), searches, false)
+                            .next_from(0);
                         assert_eq!(found, Some(cut), "U+{:04X} at {cut}", c as u32);
                     }
                 }
@@ -616,10 +630,7 @@ mod tests {
     fn for_each_search<'a>(bytes: &'a [u8], mut check: impl FnMut(&dyn Fn() -> Candidates<'a>)) {
         for searches in [DENSE.as_ref(), None] {
             for bounded in [false, true] {
-                check(&|| Candidates {
-                    bounded,
-                    ..Candidates::with_searches(bytes, searches)
-                });
+                check(&|| Candidates::with_searches(bytes, searches, bounded));
             }
         }
     }
