@@ -168,16 +168,7 @@ fn neutralise_with<'b, E>(
     let bytes = body.as_bytes();
     // Short texts (attribute values, ids, most tool results and messages) are mostly
     // plain: one pass over their bytes settles those without setting up the searches.
-    // It stops at the first chunk that is not plain, and checks each chunk without an
-    // early exit, so that the compiler checks many bytes at once.
-    let plain = || {
-        bytes.chunks(64).all(|chunk| {
-            chunk.iter().fold(true, |plain, &b| {
-                plain & (b < 0x80) & (b != b'<') & (b != b'[')
-            })
-        })
-    };
-    if bytes.len() <= SHORT && plain() {
+    if bytes.len() <= SHORT && super::all_bytes(bytes, |b| (b < 0x80) & (b != b'<') & (b != b'[')) {
         return Ok(Neutralised {
             text: Cow::Borrowed(body),
             findings: Vec::new(),
