@@ -2,8 +2,9 @@
 //! blocks of 64 bytes that are all ASCII are skipped at once (and, up to the first
 //! non-ASCII byte after where a search starts, spans of 1 KiB); in the others, the bytes
 //! that may begin a candidate character (what reads as `<` or `[`, a tag character, a
-//! variation selector: the generated table's `CANDIDATES`) are flagged (in text dense
-//! with non-ASCII, by compares the compiler vectorises), and each flagged byte is
+//! variation selector: the generated table's `CANDIDATES`) are flagged, a bit per byte
+//! (in text with few non-ASCII characters, their lead bytes, found by SSE2 byte masks; in
+//! text dense with them, by compares the compiler vectorises), and each flagged byte is
 //! confirmed by [`starts_relevant`], two table lookups, before the caller sees it.
 
 use super::readings::CANDIDATES;
@@ -12,8 +13,6 @@ use super::readings::CANDIDATES;
 const BLOCK: usize = 64;
 /// Bytes of ASCII skipped at once before the first non-ASCII byte.
 const SPAN: usize = 16 * BLOCK;
-/// Flag words per block: one flag bit per input byte, in eight-byte words.
-const WORDS: usize = BLOCK / 8;
 
 /// Walks the candidate bytes of a text in order. Both searches remember how far they
 /// looked, so each byte is searched about once however dense the candidates are.
@@ -27,8 +26,8 @@ pub(super) struct Candidates<'a> {
     next_lead: Option<usize>,
     /// Start of the block `flags` describes, or `usize::MAX`.
     block: usize,
-    /// The [`block_flags`] of that block.
-    flags: [u64; WORDS],
+    /// The [`block_flags`] of that block: bit `k` for its byte `k`.
+    flags: u64,
     /// The dense searches, where the CPU has them.
     searches: Option<&'static Dense>,
     /// Whether the search for non-ASCII candidates stops at the next `<` or `[`: for a
@@ -67,7 +66,7 @@ impl<'a> Candidates<'a> {
             next_ascii: None,
             next_lead: None,
             block: usize::MAX,
-            flags: [0; WORDS],
+            flags: 0,
             dense: 0..0,
             dense_next: [None; 3],
         }
@@ -150,15 +149,16 @@ impl<'a> Candidates<'a> {
                     continue;
                 }
             }
-            for (k, &word) in self.flags.iter().enumerate() {
-                let mut word = word;
-                while word != 0 {
-                    let at = block + k * 8 + word.trailing_zeros() as usize / 8;
-                    if at >= from && starts_relevant(self.bytes, at) {
-                        return at.min(to);
-                    }
-                    word &= word - 1;
+            let mut flags = match from.checked_sub(block) {
+                Some(skip) if skip < BLOCK => self.flags & (u64::MAX << skip),
+                _ => self.flags,
+            };
+            while flags != 0 {
+                let at = block + flags.trailing_zeros() as usize;
+                if starts_relevant(self.bytes, at) {
+                    return at.min(to);
                 }
+                flags &= flags - 1;
             }
             block += BLOCK;
         }
@@ -316,58 +316,138 @@ fn is_ascii_block(bytes: &[u8], start: usize) -> bool {
         .is_some_and(|block| block.iter().fold(0, |any, &b| any | b) < 0x80)
 }
 
-/// One flag byte (0 or 1) per byte of the block at `start` that may begin a candidate
-/// non-ASCII character (a superset: the caller confirms each with [`starts_relevant`]).
-/// For a block with few non-ASCII characters, these are their lead bytes; for a dense one
-/// (CJK, say), `None` where the [`Dense`] searches are available (they are faster), else
-/// the bytes that [`may_start_relevant`].
-fn block_flags(bytes: &[u8], start: usize, searches: bool) -> Option<[u64; WORDS]> {
-    let mut words = [0u64; WORDS];
-    let Some(block) = bytes
-        .get(start..start + BLOCK)
-        .and_then(|block| <&[u8; BLOCK]>::try_from(block).ok())
+/// One flag bit per byte of the block at `start` that may begin a candidate non-ASCII
+/// character (a superset: the caller confirms each with [`starts_relevant`]). For a block
+/// with few non-ASCII characters, these are their lead bytes; for a dense one (CJK, say),
+/// `None` where the [`Dense`] searches are available (they are faster), else the bytes
+/// that [`may_start_relevant`].
+fn block_flags(bytes: &[u8], start: usize, searches: bool) -> Option<u64> {
+    let Some(window) = bytes
+        .get(start..start + BLOCK + PAST)
+        .and_then(|window| <&[u8; BLOCK + PAST]>::try_from(window).ok())
     else {
-        // The last, short block: flag its lead bytes.
+        // The last block or two: flag their lead bytes.
         let tail = bytes.get(start..).unwrap_or_default();
-        for (k, &b) in tail.iter().enumerate().take(BLOCK) {
-            if let Some(word) = words.get_mut(k / 8) {
-                *word |= u64::from(b >= 0xC0) << (k % 8 * 8);
-            }
-        }
-        return Some(words);
+        return Some(
+            tail.iter()
+                .take(BLOCK)
+                .enumerate()
+                .fold(0, |flags, (k, &b)| flags | u64::from(b >= 0xC0) << k),
+        );
     };
-    for (word, eight) in words.iter_mut().zip(block.chunks_exact(8)) {
-        let eight = eight.try_into().map_or(0, u64::from_le_bytes);
-        // Bit 7 of each byte that is at least 0xC0, i.e. a lead byte.
-        *word = eight & (eight << 1) & 0x8080_8080_8080_8080;
+    let leads = lead_mask(window);
+    if leads == 0 {
+        return Some(0);
     }
-    // Few non-ASCII characters (a word of English, a name): check each one. (Counting
-    // words, not bits: without a popcount instruction, bits are dear.)
-    let with_leads = words.iter().filter(|&&word| word != 0).count();
-    if with_leads <= 3 {
-        return Some(words);
+    // Few non-ASCII characters (a word of English, a name): check each one. (Clearing
+    // the lowest bits, not counting them: without a popcount instruction, counts are
+    // dear.)
+    let mut rest = leads;
+    for _ in 0..SPARSE {
+        rest &= rest.wrapping_sub(1);
     }
-    // Non-ASCII in every eight bytes: text made of it (CJK, say), not text with some.
-    if searches && with_leads == WORDS {
+    if rest == 0 {
+        return Some(leads);
+    }
+    // A lead in every eight bytes: text made of non-ASCII (CJK, say), not text with some.
+    if searches && every_octet(leads) {
         return None;
     }
-    // The block and the byte after it, read in place (a copy on the stack would stall
-    // the vector loads that follow).
-    let Some(window) = bytes
-        .get(start..start + BLOCK + 1)
-        .and_then(|window| <&[u8; BLOCK + 1]>::try_from(window).ok())
-    else {
-        return Some(words);
-    };
     // Written over fixed-size arrays so that the compiler turns it into vector compares.
-    let mut flags = [0u8; BLOCK];
-    for (k, flag) in flags.iter_mut().enumerate() {
-        *flag = u8::from(may_start_relevant(window[k], window[k + 1]));
+    let mut flags = [0u8; BLOCK + PAST];
+    for (k, flag) in flags.iter_mut().take(BLOCK).enumerate() {
+        *flag = u8::from(may_start_relevant(window[k], window[k + 1])) << 7;
     }
-    for (word, eight) in words.iter_mut().zip(flags.chunks_exact(8)) {
-        *word = eight.try_into().map_or(0, u64::from_le_bytes);
+    Some(sign_mask(&flags))
+}
+
+/// Lead bytes a block may hold before the vector filter pays off over checking each.
+const SPARSE: usize = 4;
+
+/// Whether each eight-byte group of a block has a bit of `mask`.
+fn every_octet(mask: u64) -> bool {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Bit 7 of each byte of `mask` that is not zero.
+    ((mask & !HIGH).wrapping_add(!HIGH) | mask) & HIGH == HIGH
+}
+
+/// Bytes read past a block to tell its lead bytes apart.
+const PAST: usize = 2;
+
+/// One bit per byte of a block (the first [`BLOCK`] bytes of `window`) that is a UTF-8
+/// lead byte and may begin a candidate: every lead byte but the two commonest in prose
+/// with none, Latin-1 letters (C3) and the general punctuation of curly quotes, dashes
+/// and ellipses (E2 80), whose one candidate is `‹` (E2 80 B9). A superset of
+/// [`starts_relevant`] for non-ASCII characters; `sparse_filter_covers_every_candidate`
+/// checks it against the table.
+fn lead_mask(window: &[u8; BLOCK + PAST]) -> u64 {
+    masks(window).1
+}
+
+/// One bit per byte of a block (the first [`BLOCK`] bytes of `window`) whose top bit is
+/// set.
+fn sign_mask(window: &[u8; BLOCK + PAST]) -> u64 {
+    masks(window).0
+}
+
+/// Bits per byte of a block (the first [`BLOCK`] bytes of `window`): its top bit, and
+/// [`lead_mask`]'s. Sixteen bytes at a time with SSE2 compares and byte masks, through
+/// `safe_arch`, which keeps the intrinsics' `unsafe` out of this crate.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn masks(window: &[u8; BLOCK + PAST]) -> (u64, u64) {
+    use safe_arch::{
+        bitand_m128i, bitandnot_m128i, bitor_m128i, cmp_eq_mask_i8_m128i, cmp_gt_mask_i8_m128i,
+        load_unaligned_m128i, move_mask_i8_m128i, set_splat_i8_m128i,
+    };
+    let splat = |b: u8| set_splat_i8_m128i(i8::from_ne_bytes([b]));
+    // As signed bytes, lead bytes are -64..=-1 and continuation bytes -128..=-65.
+    let continuation_max = splat(0xBF);
+    let (latin, punctuation, row, angle) = (splat(0xC3), splat(0xE2), splat(0x80), splat(0xB9));
+    let load = |at: usize| {
+        window
+            .get(at..at + 16)
+            .and_then(|sixteen| <&[u8; 16]>::try_from(sixteen).ok())
+            .map(load_unaligned_m128i)
+    };
+    let (mut signs, mut leads) = (0, 0);
+    for k in 0..BLOCK / 16 {
+        let (Some(v), Some(second), Some(third)) =
+            (load(16 * k), load(16 * k + 1), load(16 * k + 2))
+        else {
+            continue;
+        };
+        let lead = bitand_m128i(cmp_gt_mask_i8_m128i(v, continuation_max), v);
+        let in_row = bitand_m128i(
+            cmp_eq_mask_i8_m128i(v, punctuation),
+            cmp_eq_mask_i8_m128i(second, row),
+        );
+        // (`bitandnot(a, b)` is `!a & b`.)
+        let quote = bitandnot_m128i(cmp_eq_mask_i8_m128i(third, angle), in_row);
+        let kept = bitandnot_m128i(bitor_m128i(cmp_eq_mask_i8_m128i(v, latin), quote), lead);
+        // A byte mask holds one bit per byte in its low sixteen bits.
+        signs |= u64::from(move_mask_i8_m128i(v) as u16) << (16 * k);
+        leads |= u64::from(move_mask_i8_m128i(kept) as u16) << (16 * k);
     }
-    Some(words)
+    (signs, leads)
+}
+
+#[cfg(any(test, not(target_arch = "x86_64")))]
+fn masks_portable(window: &[u8; BLOCK + PAST]) -> (u64, u64) {
+    (0..BLOCK).fold((0, 0), |(signs, leads), k| {
+        let byte = |i: usize| window.get(k + i).copied().unwrap_or(0);
+        let b = byte(0);
+        let none = b == 0xC3 || (b == 0xE2 && byte(1) == 0x80 && byte(2) != 0xB9);
+        (
+            signs | u64::from(b >= 0x80) << k,
+            leads | u64::from(b >= 0xC0 && !none) << k,
+        )
+    })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn masks(window: &[u8; BLOCK + PAST]) -> (u64, u64) {
+    masks_portable(window)
 }
 
 /// A cheap superset of [`starts_relevant`] over a lead byte and the byte after it: the
@@ -431,7 +511,7 @@ const fn bmp_candidates() -> [u64; 1024] {
 /// Whether the character at `at` (a character boundary) may begin a match or be removed:
 /// `<`, `[`, or one of the generated table's candidates (what reads as `<` or `[`, tag
 /// characters, variation selectors).
-#[inline]
+#[inline(always)]
 pub(super) fn starts_relevant(bytes: &[u8], at: usize) -> bool {
     let byte = |k: usize| bytes.get(at + k).copied().unwrap_or(0);
     let b = byte(0);
@@ -581,6 +661,38 @@ mod tests {
         }
     }
 
+    /// Every candidate is found at every offset of a block and the bytes after it, in
+    /// prose whose other non-ASCII characters the lead mask leaves out (Latin-1 letters,
+    /// curly quotes and dashes: E2 80 like `‹`).
+    #[test]
+    fn sparse_filter_covers_every_candidate() {
+        let fillers = [
+            "plain ascii words ",
+            "caf\u{E9} \u{201C}na\u{EF}ve\u{201D} \u{2014} x ",
+        ];
+        let mut buf = [0u8; 4];
+        for filler in fillers {
+            let text: String = filler.chars().cycle().take(BLOCK * 2 + 8).collect();
+            for &(start, end) in &CANDIDATES {
+                for c in (start..=end).filter_map(char::from_u32) {
+                    let needle = c.encode_utf8(&mut buf);
+                    for (cut, _) in text
+                        .char_indices()
+                        .take_while(|&(at, _)| at <= BLOCK + PAST + 4)
+                    {
+                        let mut body = text.clone();
+                        body.insert_str(cut, needle);
+                        for searches in [DENSE.as_ref(), None] {
+                            let found = Candidates::with_searches(body.as_bytes(), searches, false)
+                                .next_from(0);
+                            assert_eq!(found, Some(cut), "U+{:04X} at {cut}", c as u32);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Long dense text, searched a region at a time: every candidate is found, in order,
     /// around the regions' edges too, from any starting point, with or without the dense
     /// searches.
@@ -641,6 +753,64 @@ mod tests {
         *state ^= *state >> 7;
         *state ^= *state << 17;
         *state
+    }
+
+    /// The vector masks agree with reading each byte, for blocks of every mix of ASCII,
+    /// lead and continuation bytes, every single byte at every position, and every byte
+    /// after E2 80 at every position.
+    #[test]
+    fn byte_masks_agree_with_reading_each_byte() {
+        let mut state = 0x9E37_79B9_7F4A_7C15;
+        let mut blocks: Vec<[u8; BLOCK + PAST]> = (0..2000)
+            .map(|_| {
+                let mut block = [0u8; BLOCK + PAST];
+                let spread = next_random(&mut state) % 4;
+                for b in &mut block {
+                    let r = next_random(&mut state);
+                    *b = match spread {
+                        0 => r as u8,
+                        1 => 0x80 | (r as u8 & 0x7F),
+                        2 => {
+                            [0x3C, 0x80, 0xB9, 0xBF, 0xC0, 0xC3, 0xE2, 0xEF, 0xFF][(r % 9) as usize]
+                        }
+                        _ => (r as u8) & 0x7F,
+                    };
+                }
+                block
+            })
+            .collect();
+        for at in 0..BLOCK + PAST {
+            for b in 0..=255u8 {
+                let mut block = [b'a'; BLOCK + PAST];
+                block[at] = b;
+                blocks.push(block);
+                // After E2 80, as its third byte.
+                if at >= 2 {
+                    block[at - 2] = 0xE2;
+                    block[at - 1] = 0x80;
+                    blocks.push(block);
+                }
+            }
+        }
+        for block in &blocks {
+            assert_eq!(masks(block), masks_portable(block), "{block:02X?}");
+        }
+    }
+
+    #[test]
+    fn every_octet_holds_only_when_each_eight_bytes_have_a_bit() {
+        assert!(every_octet(0x0101_0101_0101_0101));
+        assert!(every_octet(0x8040_2010_0804_0201));
+        assert!(every_octet(u64::MAX));
+        for byte in 0..8 {
+            for bit in 0..8 {
+                let all = 0x8080_8080_8080_8080u64 | 1 << (byte * 8 + bit);
+                assert!(every_octet(all));
+                let without = 0x0101_0101_0101_0101u64 & !(0xFF << (byte * 8));
+                assert!(!every_octet(without | 1 << (((byte + 1) % 8) * 8 + bit)));
+            }
+        }
+        assert!(!every_octet(0));
     }
 
     /// Every candidate, asked for in order.
