@@ -130,6 +130,10 @@ impl<'a> Candidates<'a> {
                     continue;
                 }
                 let flags = block_flags(self.bytes, block, self.searches.is_some());
+                if flags == Some(0) {
+                    block += BLOCK;
+                    continue;
+                }
                 if let Some(flags) = flags {
                     self.block = block;
                     self.flags = flags;
