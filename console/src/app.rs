@@ -446,8 +446,14 @@ async fn call_page(
         Ok(None) => return refusal(StatusCode::NOT_FOUND, &format!("no held call has id {id}")),
         Err(error) => return store_failed(&error),
     };
+    // An approved call the agent has claimed since reads as approved here: the viewer's
+    // decision is what the notice speaks of.
+    let decision = match call.status {
+        PendingStatus::Ran => PendingStatus::Approved,
+        status => status,
+    };
     if let Some(done) = done
-        && call.status.as_str() == done
+        && decision.as_str() == done
         && call.decided_by.as_ref() == Some(&viewer.id)
     {
         notice = Some(Notice {

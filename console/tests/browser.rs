@@ -110,7 +110,19 @@ impl Browser {
     }
 
     async fn text(&self, css: &str) -> String {
-        self.find(css).await.text().await.unwrap()
+        // A live update may replace the element between finding and reading it: find it
+        // again.
+        let mut tries = 0;
+        loop {
+            match self.find(css).await.text().await {
+                Ok(text) => return text,
+                Err(error) if tries < 10 => {
+                    tries += 1;
+                    eprintln!("{css}: {error}; reading it again");
+                }
+                Err(error) => panic!("{css}: {error}"),
+            }
+        }
     }
 
     /// Whether anything the store held ran as script: the payloads set this variable,

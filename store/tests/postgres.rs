@@ -38,10 +38,16 @@ async fn schema_names_are_checked() {
 /// A server that is not there is `Unavailable`, not a hang or a panic.
 #[tokio::test]
 async fn an_unreachable_server_is_unavailable() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
+    // A port kept bound and not listening for the whole test: connections to it are
+    // refused, and no other process can take it meanwhile.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let any_port: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    socket.bind(&any_port.into()).unwrap();
+    let port = socket
         .local_addr()
         .unwrap()
+        .as_socket()
+        .expect("an IPv4 address")
         .port();
     let options = StoreOptions {
         timeout: std::time::Duration::from_secs(2),

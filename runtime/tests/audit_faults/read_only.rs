@@ -39,18 +39,32 @@ fn a_read_only_directory_gives_a_typed_error() {
         let exe = root.path().join("audit_disk");
         std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
         set_mode(&exe, 0o755);
-        let output = Command::new(&exe)
-            .args([
-                "read_only::a_read_only_directory_gives_a_typed_error",
-                "--exact",
-                "--nocapture",
-            ])
-            .env(READ_ONLY_CHILD, root.path())
-            .current_dir(root.path())
-            .uid(65534)
-            .gid(65534)
-            .output()
-            .expect("cannot start the test as user 65534");
+        let run = || {
+            Command::new(&exe)
+                .args([
+                    "read_only::a_read_only_directory_gives_a_typed_error",
+                    "--exact",
+                    "--nocapture",
+                ])
+                .env(READ_ONLY_CHILD, root.path())
+                .current_dir(root.path())
+                .uid(65534)
+                .gid(65534)
+                .output()
+        };
+        // A process another test forks while the copy is written holds its descriptor
+        // until it starts its own program; until then the copy cannot be run.
+        let mut output = run();
+        for _ in 0..100 {
+            match &output {
+                Err(error) if error.kind() == io::ErrorKind::ExecutableFileBusy => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    output = run();
+                }
+                _ => break,
+            }
+        }
+        let output = output.expect("cannot start the test as user 65534");
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(
             output.status.success() && stdout.contains("test result: ok. 1 passed"),

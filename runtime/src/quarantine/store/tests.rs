@@ -313,5 +313,10 @@ fn a_kek_never_shows_in_debug_output() {
     let text = format!("{kek:?}");
     assert_eq!(text, "Kek(<redacted>)");
     let store = EncryptedStore::new(tempfile::tempdir().unwrap().path(), kek).unwrap();
-    assert!(!format!("{store:?}").to_lowercase().contains("abab"));
+    // The key whole, in any case and with or without separators (a temporary
+    // directory's random name could spell a short piece of it).
+    let shown = format!("{store:?}").to_lowercase();
+    assert!(!shown.contains(&"ab".repeat(32)));
+    assert!(!shown.contains(&["ab"; 32].join(", ")));
+    assert!(!shown.contains(&["171"; 32].join(", ")));
 }
