@@ -653,15 +653,20 @@ mod tests {
                 let bytes = c.encode_utf8(&mut buf).as_bytes();
                 assert!(may_start_relevant(bytes[0], bytes[1]), "U+{:04X}", c as u32);
                 for cut in [0, 3, 30, 60] {
-                    let mut body = filler.clone();
-                    body.insert(cut, c);
-                    for searches in [DENSE.as_ref(), None] {
-                        let found = Candidates::with_searches(body.as_bytes(), searches, false)
-                            .next_from(0);
-                        assert_eq!(found, Some(cut), "U+{:04X} at {cut}", c as u32);
-                    }
+                    assert_first_candidate_at(&filler, cut, c);
                 }
             }
+        }
+    }
+
+    /// `c` inserted at `cut` of `text` is its first candidate, with and without the dense
+    /// searches.
+    fn assert_first_candidate_at(text: &str, cut: usize, c: char) {
+        let mut body = text.to_owned();
+        body.insert(cut, c);
+        for searches in [DENSE.as_ref(), None] {
+            let found = Candidates::with_searches(body.as_bytes(), searches, false).next_from(0);
+            assert_eq!(found, Some(cut), "U+{:04X} at {cut}", c as u32);
         }
     }
 
@@ -674,23 +679,15 @@ mod tests {
             "plain ascii words ",
             "caf\u{E9} \u{201C}na\u{EF}ve\u{201D} \u{2014} x ",
         ];
-        let mut buf = [0u8; 4];
         for filler in fillers {
             let text: String = filler.chars().cycle().take(BLOCK * 2 + 8).collect();
             for &(start, end) in &CANDIDATES {
                 for c in (start..=end).filter_map(char::from_u32) {
-                    let needle = c.encode_utf8(&mut buf);
                     for (cut, _) in text
                         .char_indices()
                         .take_while(|&(at, _)| at <= BLOCK + PAST + 4)
                     {
-                        let mut body = text.clone();
-                        body.insert_str(cut, needle);
-                        for searches in [DENSE.as_ref(), None] {
-                            let found = Candidates::with_searches(body.as_bytes(), searches, false)
-                                .next_from(0);
-                            assert_eq!(found, Some(cut), "U+{:04X} at {cut}", c as u32);
-                        }
+                        assert_first_candidate_at(&text, cut, c);
                     }
                 }
             }
