@@ -129,28 +129,31 @@ impl<'a> Candidates<'a> {
                     block += BLOCK;
                     continue;
                 }
-                let flags = block_flags(self.bytes, block, self.searches.is_some());
-                if flags == Some(0) {
-                    block += BLOCK;
-                    continue;
-                }
-                if let Some(flags) = flags {
-                    self.block = block;
-                    self.flags = flags;
-                } else {
-                    // Dense non-ASCII text: search a region with the dense searchers,
-                    // up to `to` at least. It may reach past `to`: its hits stay valid
-                    // for the next queries, so that brackets in dense text do not
-                    // restart the searches at each one.
-                    let end = to.max(block + self.region).min(block + REGION);
-                    self.dense = block..end.min(self.bytes.len());
-                    self.dense_next = [None; 3];
-                    if self.bounded {
-                        // Past `to`, growing from small, so that a caller that stops at
-                        // a bracket has searched at most about twice what it needed.
-                        self.region = (self.region * 2).min(REGION);
+                match block_flags(self.bytes, block, self.searches.is_some()) {
+                    // Nothing to confirm: no bookkeeping either.
+                    Some(0) => {
+                        block += BLOCK;
+                        continue;
                     }
-                    continue;
+                    Some(flags) => {
+                        self.block = block;
+                        self.flags = flags;
+                    }
+                    None => {
+                        // Dense non-ASCII text: search a region with the dense searchers,
+                        // up to `to` at least. It may reach past `to`: its hits stay valid
+                        // for the next queries, so that brackets in dense text do not
+                        // restart the searches at each one.
+                        let end = to.max(block + self.region).min(block + REGION);
+                        self.dense = block..end.min(self.bytes.len());
+                        self.dense_next = [None; 3];
+                        if self.bounded {
+                            // Past `to`, growing from small, so that a caller that stops at
+                            // a bracket has searched at most about twice what it needed.
+                            self.region = (self.region * 2).min(REGION);
+                        }
+                        continue;
+                    }
                 }
             }
             let mut flags = match from.checked_sub(block) {
