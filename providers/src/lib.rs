@@ -1,4 +1,4 @@
-//! HTTP clients for [tooltrust](tooltrust): real models behind its [`Model`] trait.
+//! HTTP clients for [tooltrust]: real models behind its [`Model`] trait.
 //!
 //! - [`OpenAiClient`]: any OpenAI-compatible Chat Completions endpoint (OpenAI, Azure
 //!   OpenAI, vLLM, the llama.cpp server, Ollama), base URL configurable.

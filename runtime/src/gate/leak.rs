@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 ///
 /// A scope gains a nonce with every block, so adding one must cost the same however many
 /// the scope holds, and a search must not visit them one by one. Every nonce is indexed
-/// by the first [`KEY_DIGITS`] hex digits of its projection, forwards and reversed: 16
+/// by the first `KEY_DIGITS` hex digits of its projection, forwards and reversed: 16
 /// hex digits are exactly 64 bits, so a window of the arguments' projection is its own
 /// key, rolled one digit at a time, and a hit is confirmed against the whole nonce.
 #[derive(Debug, Clone, Default)]
