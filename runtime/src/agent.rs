@@ -13,12 +13,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 
 use crate::block::{Block, Instruction, Origin};
-use crate::call::{CallError, ToolCall};
+use crate::call::{CallError, Checksum, ToolCall};
 use crate::envelope::STANDING_EXPLANATION;
+use crate::held::HeldStatus;
 use crate::id::Id;
 use crate::record::Message;
 use crate::registry::CatalogEntry;
-use crate::session::{CallOutcome, PendingStatus, Scope, SessionError};
+use crate::session::{CallOutcome, Scope, SessionError};
 
 /// One message of a provider-neutral chat.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,12 +198,54 @@ pub enum AgentError {
     /// The model kept calling tools past the turn limit.
     #[error("no answer after {0} turns")]
     TurnLimit(usize),
+    /// A persisted conversation was refused: nothing of it was used.
+    #[error(transparent)]
+    Conversation(#[from] ConversationError),
+    /// A decision names another call than the one held under its id: it approves other
+    /// arguments (or another tool) than the conversation's, so nothing runs.
+    #[error(
+        "the decision on held call {id} approves checksum {approved}, but the held call is {held}: refused"
+    )]
+    DecisionMismatch {
+        /// The held call.
+        id: Id,
+        /// The checksum the decision names.
+        approved: Checksum,
+        /// The checksum of the call the conversation holds under that id.
+        held: Checksum,
+    },
+}
+
+/// Why a persisted conversation was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConversationError {
+    /// It carries no MAC, or one that does not match what it says: it was edited (its
+    /// taint, its held calls, any message) or saved under another session key.
+    #[error(
+        "the conversation is not authenticated by this session's key: it was edited, or saved by a session with another key"
+    )]
+    Unauthenticated,
+    /// It was saved by another scope; continue it in a scope opened with
+    /// [`Session::continue_scope`](crate::Session::continue_scope) under that id.
+    #[error("the conversation belongs to scope {saved}, not to this agent's scope {scope}")]
+    OtherScope {
+        /// The scope that saved it.
+        saved: Id,
+        /// This agent's scope.
+        scope: Id,
+    },
 }
 
 /// What an agent and its model have said so far: the chat messages the model was shown,
 /// and which of the scope's timeline blocks they already hold. A second run continues it;
 /// persist it (serde) and load it with [`Agent::with_conversation`] to continue in another
 /// process (with a session built on the same key, the prompt is byte for byte the same).
+///
+/// A persisted conversation is input: whoever can write where it is kept could un-taint
+/// it or swap a held call's arguments. So [`Agent::conversation`] authenticates it with a
+/// MAC under a key derived from the session key (sealed mode), and
+/// [`Agent::with_conversation`] refuses one that does not verify.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Conversation {
     /// The timeline as chat messages, oldest first.
@@ -216,6 +259,29 @@ pub struct Conversation {
     /// Calls the gate held for review that the model has not yet heard the end of.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<HeldCall>,
+    /// The scope that saved it: its held calls, and the approvals of them, belong there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Id>,
+    /// The MAC over everything above, under the session key (set when the agent hands the
+    /// conversation out; absent in compat mode, which has no key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+}
+
+/// The MAC tier of persisted conversations.
+const CONVERSATION_TIER: &str = "conversation";
+
+impl Conversation {
+    /// The canonical text the MAC covers: everything but the MAC.
+    fn authenticated_text(&self) -> String {
+        let unsigned = Conversation {
+            mac: None,
+            ..self.clone()
+        };
+        serde_json::to_value(&unsigned)
+            .map(|value| crate::canonical::canonical_json(&value))
+            .unwrap_or_default()
+    }
 }
 
 /// A call held for review, as the conversation remembers it.
@@ -232,6 +298,9 @@ pub struct HeldCall {
 pub struct Decided {
     /// The held call's id, as in [`HeldCall::id`].
     pub id: Id,
+    /// The checksum of the call the decision is about: a decision covers exactly these
+    /// arguments, and a held call with any other is refused.
+    pub checksum: Checksum,
     /// Who decided.
     pub reviewer: Id,
     /// The decision.
@@ -394,22 +463,55 @@ impl Agent {
         Ok(kept)
     }
 
-    /// Continues `conversation` (one persisted from an earlier agent on this scope's
-    /// session, say) instead of starting afresh.
-    pub fn with_conversation(self, conversation: Conversation) -> Self {
+    /// Continues `conversation` (one persisted from an earlier agent on this scope, or
+    /// on a scope continued under its id, in a session on the same key) instead of
+    /// starting afresh. In sealed mode a conversation whose MAC does not verify is
+    /// refused; in compat mode (no key to verify with) it is taken as tainted.
+    pub fn with_conversation(self, conversation: Conversation) -> Result<Self, AgentError> {
+        let mut conversation = conversation;
+        match self.scope.session().renderer().key() {
+            Some(key) => {
+                let text = conversation.authenticated_text();
+                let authentic = conversation
+                    .mac
+                    .as_deref()
+                    .is_some_and(|mac| key.verify_authenticated(CONVERSATION_TIER, &text, mac));
+                if !authentic {
+                    return Err(ConversationError::Unauthenticated.into());
+                }
+            }
+            None => conversation.tainted = true,
+        }
+        if let Some(saved) = &conversation.scope
+            && saved != self.scope.id()
+        {
+            return Err(ConversationError::OtherScope {
+                saved: saved.clone(),
+                scope: self.scope.id().clone(),
+            }
+            .into());
+        }
         *self
             .conversation
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = conversation;
-        self
+        Ok(self)
     }
 
-    /// The conversation so far, to persist.
+    /// The conversation so far, to persist, authenticated under the session key.
     pub fn conversation(&self) -> Conversation {
-        self.conversation
+        let mut conversation = self
+            .conversation
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .clone();
+        conversation.scope = Some(self.scope.id().clone());
+        conversation.mac = None;
+        if let Some(key) = self.scope.session().renderer().key() {
+            let text = conversation.authenticated_text();
+            conversation.mac = Some(key.authenticate(CONVERSATION_TIER, &text));
+        }
+        conversation
     }
 
     /// Stops after `turns` model turns without an answer (default 16).
@@ -583,10 +685,23 @@ impl Agent {
         &self,
         held: &HeldCall,
         decided: Option<&Decided>,
-    ) -> Result<Option<(CallResult, String)>, SessionError> {
+    ) -> Result<Option<(CallResult, String)>, AgentError> {
         let session = self.scope.session();
+        if let Some(decided) = decided {
+            // What runs is what was approved: the same tool, the same canonical arguments.
+            let held_checksum = held.requested.to_call().ok().map(|call| call.checksum());
+            if held_checksum != Some(decided.checksum) {
+                return Err(AgentError::DecisionMismatch {
+                    id: held.id.clone(),
+                    approved: decided.checksum,
+                    held: held_checksum.unwrap_or_else(|| Checksum::of(b"")),
+                });
+            }
+        }
         let id = match (session.pending_status(&held.id), decided) {
-            (Some(PendingStatus::Approved | PendingStatus::Rejected), _) => held.id.clone(),
+            (Some(HeldStatus::Approved | HeldStatus::Rejected | HeldStatus::Expired), _) => {
+                held.id.clone()
+            }
             (None, Some(decided)) if !decided.verdict.approve => {
                 let note = self.scope.note(
                     "review-decision",

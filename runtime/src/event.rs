@@ -184,6 +184,27 @@ pub enum Event {
         /// Why.
         reason: String,
     },
+    /// A held call expired before it was decided or claimed; it never runs.
+    CallExpired {
+        /// The scope that made the call.
+        scope: Id,
+        /// The held call.
+        pending: Id,
+        /// The call's checksum.
+        checksum: Checksum,
+    },
+    /// A running call was given up before its tool returned (its future was dropped):
+    /// whether it had effects is unknown, and it counts as failed.
+    CallAbandoned {
+        /// The scope.
+        scope: Id,
+        /// The call.
+        call: Id,
+        /// Its tool.
+        tool: String,
+        /// Its checksum.
+        checksum: Checksum,
+    },
     /// A judge's approval promoted a scope to clean.
     Promoted {
         /// The promoted scope.

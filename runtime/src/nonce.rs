@@ -94,6 +94,20 @@ impl SessionKey {
                 .is_ok()
     }
 
+    /// A full-length MAC (64 lowercase hex characters) of `message` in `tier`: what a host
+    /// persists and later acts on (a saved conversation) is authenticated under the key.
+    pub fn authenticate(&self, tier: &str, message: &str) -> String {
+        hex::encode(&self.mac_of(tier, &[message]).finalize().into_bytes())
+    }
+
+    /// Whether `tag` is [`authenticate`](Self::authenticate)'s MAC of `message` in
+    /// `tier`, compared in constant time.
+    pub fn verify_authenticated(&self, tier: &str, message: &str, tag: &str) -> bool {
+        let mut bytes = [0u8; 32];
+        hex::decode(tag, &mut bytes, Case::Lower)
+            && self.mac_of(tier, &[message]).verify_slice(&bytes).is_ok()
+    }
+
     fn mac_of(&self, tier: &str, identity: &[&str]) -> Hmac<Sha256> {
         let mut mac = self.mac.clone();
         mac.update(DOMAIN);

@@ -77,6 +77,14 @@ pub enum SessionError {
     /// another.
     #[error("{0} is already under review or decided")]
     AlreadyReviewed(Subject),
+    /// The held call's lifecycle refused the transition (it expired, say).
+    #[error("held call {id}: {error}")]
+    Lifecycle {
+        /// The held call.
+        id: Id,
+        /// Why.
+        error: crate::held::LifecycleError,
+    },
     /// The review was already decided (or withdrawn).
     #[error("review {0} was already decided")]
     ReviewDecided(Id),

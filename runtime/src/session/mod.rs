@@ -33,7 +33,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 pub use error::SessionError;
 pub use lineage::Lineage;
 pub use scope::{CallOutcome, Handoff, Scope};
-pub use state::PendingStatus;
 
 use crate::envelope::{Mode, ParseError, ParsedBlock, Renderer, parse, parse_sealed};
 use crate::event::{Event, MemoryRecorder, Recorder};
@@ -43,7 +42,8 @@ use crate::nonce::{KeyError, SessionKey};
 use crate::quarantine::{MemoryStore, QuarantineHandle, QuarantineStore, custodian};
 use crate::registry::Registry;
 use journal::{Journal, Ticket};
-use state::State;
+use state::{Holding, State};
+use std::time::Duration;
 
 /// A session of one agent. Cheap to clone; clones share everything.
 #[derive(Clone)]
@@ -58,6 +58,7 @@ struct Inner {
     quarantine: Arc<dyn QuarantineStore>,
     state: Mutex<State>,
     journal: Journal,
+    holding: Holding,
 }
 
 /// Builds a [`Session`].
@@ -68,6 +69,8 @@ pub struct SessionBuilder {
     policy: Policy,
     recorder: Option<Arc<dyn Recorder>>,
     quarantine: Option<Arc<dyn QuarantineStore>>,
+    tenant: Option<Id>,
+    approval_ttl: Option<Duration>,
 }
 
 impl SessionBuilder {
@@ -101,6 +104,20 @@ impl SessionBuilder {
         self
     }
 
+    /// The tenant whose held calls this session makes (default: `default`, as a store's):
+    /// an approval is bound to it.
+    pub fn tenant(mut self, tenant: Id) -> Self {
+        self.tenant = Some(tenant);
+        self
+    }
+
+    /// How long a held call may wait to be approved and claimed (default:
+    /// [`DEFAULT_APPROVAL_TTL`](crate::held::DEFAULT_APPROVAL_TTL)); `None`: forever.
+    pub fn approval_ttl(mut self, ttl: Option<Duration>) -> Self {
+        self.approval_ttl = ttl;
+        self
+    }
+
     /// Builds the session; in sealed mode without a key, draws one from the OS CSPRNG.
     pub fn build(self) -> Result<Session, KeyError> {
         let renderer = match self.mode {
@@ -123,6 +140,10 @@ impl SessionBuilder {
                     .unwrap_or_else(|| Arc::new(MemoryStore::new())),
                 state: Mutex::new(State::default()),
                 journal: Journal::new(recorder),
+                holding: Holding {
+                    tenant: self.tenant.unwrap_or_else(|| Id::from_static("default")),
+                    ttl: self.approval_ttl,
+                },
             }),
         })
     }
@@ -152,7 +173,14 @@ impl Session {
             policy: Policy::new(),
             recorder: None,
             quarantine: None,
+            tenant: None,
+            approval_ttl: Some(crate::held::DEFAULT_APPROVAL_TTL),
         }
+    }
+
+    /// The tenant whose held calls this session makes.
+    pub fn tenant(&self) -> &Id {
+        &self.inner.holding.tenant
     }
 
     /// The tools of this session.
@@ -168,6 +196,16 @@ impl Session {
     /// Opens a root scope driven by `author`.
     pub fn open_scope(&self, author: Id) -> Result<Scope, SessionError> {
         self.open(author, None, ScopeRole::Agent)
+    }
+
+    /// Opens a root scope driven by `author` under the id `id` of an earlier one (a
+    /// persisted conversation's, say), so that approvals bound to that scope can be spent
+    /// in it. An id this session already holds is refused.
+    pub fn continue_scope(&self, id: Id, author: Id) -> Result<Scope, SessionError> {
+        self.act(|state, events| {
+            state.open_scope(events, id.clone(), author, None, ScopeRole::Agent)
+        })?;
+        Ok(Scope::new(self.clone(), id))
     }
 
     /// Opens a review scope driven by `reviewer`: it may read, never act.
@@ -192,7 +230,7 @@ impl Session {
     }
 
     /// Where held call `id` stands, if the session holds it.
-    pub fn pending_status(&self, id: &Id) -> Option<PendingStatus> {
+    pub fn pending_status(&self, id: &Id) -> Option<crate::held::HeldStatus> {
         self.state().pending_status(id)
     }
 
@@ -310,6 +348,10 @@ impl Session {
 
     pub(crate) fn policy(&self) -> &Policy {
         &self.inner.policy
+    }
+
+    pub(crate) fn holding(&self) -> &Holding {
+        &self.inner.holding
     }
 }
 

@@ -335,6 +335,7 @@ impl Scope {
                 &self.id,
                 &call,
                 pending,
+                session.holding(),
             )
         })?;
         // Names and decisions only: argument values may carry what outsiders wrote.
@@ -371,8 +372,15 @@ impl Scope {
     /// rejected call is denied; an unreviewed one is an error.
     pub async fn run_pending(&self, pending: &Id) -> Result<CallOutcome, SessionError> {
         let session = &self.session;
-        let (claimed, ticket) =
-            session.transition(|state, events| state.claim(events, &self.id, pending))?;
+        let (claimed, ticket) = session.transition(|state, events| {
+            state.claim(
+                events,
+                session.registry(),
+                session.policy(),
+                &self.id,
+                pending,
+            )
+        })?;
         if let Err(error) = session.flush(ticket) {
             if let Claimed::Run { call, .. } = &claimed {
                 session.state().abandon(&self.id, call.id(), Some(pending));
@@ -407,12 +415,21 @@ impl Scope {
             tooltrust.scope = self.id.as_str(),
         );
         let run_tool = session.registry().run(&call, &contexts);
-        let mut output = match tracing::Instrument::instrument(run_tool, span).await {
+        // Whoever awaits this may drop it while the tool runs (a timeout, a client gone):
+        // the guard then gives the call up, so the scope does not wait for it forever.
+        let guard = Abandon {
+            scope: self,
+            call: &call,
+            pending,
+        };
+        let ran = tracing::Instrument::instrument(run_tool, span).await;
+        std::mem::forget(guard);
+        let mut output = match ran {
             Ok(output) => output,
             Err(error) => {
                 session
                     .state()
-                    .complete_without_output(&self.id, call.id(), pending);
+                    .complete_without_output(&self.id, call.id(), pending, false);
                 let note = self.note("tool-error", &error.to_string())?;
                 return Ok(CallOutcome::Invalid { error, note });
             }
@@ -436,7 +453,7 @@ impl Scope {
             Err(error) => {
                 session
                     .state()
-                    .complete_without_output(&self.id, call.id(), pending);
+                    .complete_without_output(&self.id, call.id(), pending, true);
                 let note = self.note(
                     "output-withheld",
                     &format!("The output of `{}` was withheld: {error}", output.tool),
@@ -533,6 +550,25 @@ impl Scope {
         let mode = self.session.renderer().mode();
         self.session
             .act(|state, events| state.add_block(events, mode, &self.id, block, rendered, source))
+    }
+}
+
+/// Gives up a running call whose future was dropped before its tool returned: the call's
+/// reservation is released and `call_abandoned` queued (recorded by the session's next
+/// recording operation: a destructor cannot wait for a disk).
+struct Abandon<'a> {
+    scope: &'a Scope,
+    call: &'a ToolCall,
+    pending: Option<&'a Id>,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        let session = &self.scope.session;
+        let _queued = session.transition(|state, events| {
+            state.abandoned(events, &self.scope.id, self.call, self.pending);
+            Ok(())
+        });
     }
 }
 

@@ -7,13 +7,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::Serialize;
-
 use crate::block::Block;
 use crate::call::{Checksum, ToolCall};
 use crate::envelope::{Mode, Rendered};
 use crate::event::{CallDecision, Event};
 use crate::gate::{Decision, GateContext, NonceIndex, Policy, Ruling, ScopeRole, Taint};
+use crate::held::{Binding, HeldStatus, Lifecycle, LifecycleError};
 use crate::id::Id;
 use crate::quarantine::{Exit, Grant, Output, QuarantineHandle, QuarantineStatus};
 use crate::registry::Registry;
@@ -64,34 +63,28 @@ pub(crate) struct ScopeState {
 
 /// A call the gate held for review.
 struct PendingCall {
-    scope: Id,
     call: ToolCall,
     decision: Decision,
-    status: PendingStatus,
+    /// Where it stands, and what an approval of it is bound to (its scope among them).
+    lifecycle: Lifecycle,
     /// A review is open on it: one at a time, so no verdict overwrites another.
     under_review: bool,
     /// The review that decided (or is deciding) it.
     review: Option<Id>,
 }
 
-/// Where a held call stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum PendingStatus {
-    /// Waiting for a review.
-    Waiting,
-    /// A judge approved it; it runs at the next `run_pending`.
-    Approved,
-    /// A judge rejected it; it never runs.
-    Rejected,
-    /// Claimed to run: the tool is running now.
-    Running,
-    /// It ran; its output is block `block` of its scope.
-    Ran {
-        /// The block holding the output.
-        block: Id,
-    },
+impl PendingCall {
+    fn scope(&self) -> &Id {
+        &self.lifecycle.binding.scope
+    }
+}
+
+/// What a held call's lifecycle starts with in this session: the tenant it belongs to and
+/// how long an approval of it holds.
+#[derive(Debug, Clone)]
+pub(crate) struct Holding {
+    pub(crate) tenant: Id,
+    pub(crate) ttl: Option<std::time::Duration>,
 }
 
 /// An open review; a decided one is dropped (a second verdict then finds no review).
@@ -198,8 +191,8 @@ impl State {
     }
 
     /// Where held call `id` stands.
-    pub(crate) fn pending_status(&self, id: &Id) -> Option<PendingStatus> {
-        self.pending.get(id).map(|pending| pending.status.clone())
+    pub(crate) fn pending_status(&self, id: &Id) -> Option<HeldStatus> {
+        self.pending.get(id).map(|pending| pending.lifecycle.status)
     }
 
     /// How many scopes, held calls, outputs and reviews the state holds.
@@ -408,6 +401,7 @@ impl State {
         scope_id: &Id,
         call: &ToolCall,
         pending_id: Id,
+        holding: &Holding,
     ) -> Result<Decided, SessionError> {
         let scope = self.open_scope_mut(scope_id)?;
         // The output will be block `call.id()`: a reused id is refused before the tool
@@ -415,17 +409,7 @@ impl State {
         if scope.holds(call.id()) {
             return Err(SessionError::DuplicateBlock(call.id().clone()));
         }
-        let cx = GateContext {
-            call,
-            registry,
-            scope: scope_id,
-            taint: scope.taint,
-            role: scope.role,
-            is_child: scope.parent.is_some(),
-            blocks: &scope.blocks,
-            repeats: scope.ran.get(&call.checksum()).copied().unwrap_or(0),
-        };
-        let mut decision = policy.decide(&cx, &scope.nonces);
+        let mut decision = scope.gate(registry, policy, scope_id, call);
         if policy.observes()
             && decision.ruling != Ruling::Allow
             && decision.rule != crate::gate::rule::UNKNOWN_TOOL
@@ -457,13 +441,20 @@ impl State {
             Ruling::Deny => Decided::Deny(decision),
             Ruling::NeedsReview => {
                 scope.held.push(pending_id.clone());
+                let author = scope.author.clone();
+                let binding = Binding {
+                    tenant: holding.tenant.clone(),
+                    scope: scope_id.clone(),
+                    tool: call.tool().to_owned(),
+                    checksum: call.checksum(),
+                    upstream: None,
+                };
                 self.pending.insert(
                     pending_id.clone(),
                     PendingCall {
-                        scope: scope_id.clone(),
                         call: call.clone(),
                         decision: decision.clone(),
-                        status: PendingStatus::Waiting,
+                        lifecycle: Lifecycle::held(binding, author, holding.ttl),
                         under_review: false,
                         review: None,
                     },
@@ -476,11 +467,15 @@ impl State {
         })
     }
 
-    /// Claims held call `pending` of scope `scope`: an approved call is marked running
-    /// (so it runs once), a rejected one is denied again.
+    /// Claims held call `pending` of scope `scope`. The gate decides the call again
+    /// first: only if it would still hold it for the same rule (or would allow it) is
+    /// the approval spent and the call marked claimed (so it runs once); a denial now
+    /// leaves the approval unspent. A rejected call is denied again.
     pub(crate) fn claim(
         &mut self,
         events: &mut Vec<Event>,
+        registry: &Registry,
+        policy: &Policy,
         scope_id: &Id,
         pending_id: &Id,
     ) -> Result<Claimed, SessionError> {
@@ -492,48 +487,109 @@ impl State {
         let pending = self
             .pending
             .get_mut(pending_id)
-            .filter(|pending| pending.scope == *scope_id)
+            .filter(|pending| pending.scope() == scope_id)
             .ok_or_else(|| SessionError::UnknownPending(pending_id.clone()))?;
-        match &pending.status {
-            PendingStatus::Waiting => Err(SessionError::NotReviewed(pending_id.clone())),
-            PendingStatus::Running | PendingStatus::Ran { .. } => {
-                Err(SessionError::AlreadyRan(pending_id.clone()))
+        let now = crate::held::now();
+        if pending.lifecycle.expire(&now) {
+            events.push(Event::CallExpired {
+                scope: scope_id.clone(),
+                pending: pending_id.clone(),
+                checksum: pending.call.checksum(),
+            });
+        }
+        match pending.lifecycle.status {
+            HeldStatus::Held => return Err(SessionError::NotReviewed(pending_id.clone())),
+            HeldStatus::Claimed | HeldStatus::Ran | HeldStatus::Failed => {
+                return Err(SessionError::AlreadyRan(pending_id.clone()));
             }
-            PendingStatus::Rejected => {
+            HeldStatus::Rejected | HeldStatus::Expired => {
+                let why = match pending.lifecycle.status {
+                    HeldStatus::Rejected => "a review rejected the call",
+                    _ => "the call expired before it was approved and claimed",
+                };
                 let decision = Decision::deny(
                     crate::gate::rule::REVIEW,
-                    format!("a review rejected the call ({})", pending.decision.reason),
+                    format!("{why} ({})", pending.decision.reason),
                 );
                 events.push(decision_event(scope_id, &pending.call, &decision));
-                Ok(Claimed::Rejected(decision))
+                return Ok(Claimed::Rejected(decision));
             }
-            PendingStatus::Approved => {
-                if scope.holds(pending.call.id()) {
-                    return Err(SessionError::DuplicateBlock(pending.call.id().clone()));
-                }
-                let decision =
-                    Decision::allow(crate::gate::rule::REVIEW, "a judge approved the call");
-                events.push(decision_event(scope_id, &pending.call, &decision));
-                pending.status = PendingStatus::Running;
-                scope.running.insert(pending.call.id().clone());
-                Ok(Claimed::Run {
-                    call: Box::new(pending.call.clone()),
-                    run: scope.run(decision),
-                })
-            }
+            HeldStatus::Approved => {}
         }
+        if scope.holds(pending.call.id()) {
+            return Err(SessionError::DuplicateBlock(pending.call.id().clone()));
+        }
+        let again = scope.gate(registry, policy, scope_id, &pending.call);
+        let holds_again = match again.ruling {
+            Ruling::Allow => true,
+            Ruling::NeedsReview => again.rule == pending.decision.rule,
+            Ruling::Deny => false,
+        };
+        if !holds_again {
+            // The approval covered the call as it was held; the gate now says otherwise.
+            let decision = Decision::deny(
+                again.rule.clone(),
+                format!(
+                    "the gate decided the approved call again and would not hold it for the \
+                     rule it was approved under ({}); the approval stays unspent: {}",
+                    pending.decision.rule, again.reason
+                ),
+            );
+            events.push(decision_event(scope_id, &pending.call, &decision));
+            return Ok(Claimed::Rejected(decision));
+        }
+        pending
+            .lifecycle
+            .claim(&pending.lifecycle.binding.clone(), &now)
+            .map_err(|error| SessionError::Lifecycle {
+                id: pending_id.clone(),
+                error,
+            })?;
+        let decision = Decision::allow(crate::gate::rule::REVIEW, "a judge approved the call");
+        events.push(decision_event(scope_id, &pending.call, &decision));
+        scope.running.insert(pending.call.id().clone());
+        Ok(Claimed::Run {
+            call: Box::new(pending.call.clone()),
+            run: scope.run(decision),
+        })
     }
 
     /// Releases the reservation of a call that will not run after all (its decision
-    /// could not be recorded); a claimed held call goes back to approved.
+    /// could not be recorded); a claimed held call goes back to approved, since its
+    /// claim was never recorded.
     pub(crate) fn abandon(&mut self, scope_id: &Id, call: &Id, pending: Option<&Id>) {
         if let Some(scope) = self.scopes.get_mut(scope_id) {
             scope.running.remove(call);
         }
-        if let Some(pending) = pending.and_then(|id| self.pending.get_mut(id))
-            && pending.status == PendingStatus::Running
-        {
-            pending.status = PendingStatus::Approved;
+        if let Some(pending) = pending.and_then(|id| self.pending.get_mut(id)) {
+            pending.lifecycle.unclaim();
+        }
+    }
+
+    /// Records that a running call was given up while its tool ran (its future was
+    /// dropped: a timeout, a client that went away): the reservation is released, so the
+    /// scope stays usable, and a claimed held call ends failed.
+    pub(crate) fn abandoned(
+        &mut self,
+        events: &mut Vec<Event>,
+        scope_id: &Id,
+        call: &ToolCall,
+        pending: Option<&Id>,
+    ) {
+        let Some(scope) = self.scopes.get_mut(scope_id) else {
+            return;
+        };
+        if !scope.running.remove(call.id()) {
+            return;
+        }
+        events.push(Event::CallAbandoned {
+            scope: scope_id.clone(),
+            call: call.id().clone(),
+            tool: call.tool().to_owned(),
+            checksum: call.checksum(),
+        });
+        if let Some(pending) = pending.and_then(|id| self.pending.get_mut(id)) {
+            let _ = pending.lifecycle.finish(false);
         }
     }
 
@@ -586,27 +642,27 @@ impl State {
         events.push(executed);
         let id = push_block(events, mode, scope_id, scope, block, rendered, source)?;
         if let Some(pending) = pending.and_then(|pending| self.pending.get_mut(pending)) {
-            pending.status = PendingStatus::Ran { block: id.clone() };
+            // Claimed when it started; `finish` refuses nothing else.
+            let _ = pending.lifecycle.finish(true);
         }
         Ok(id)
     }
 
-    /// Records that a running call ended without output (its arguments did not match,
-    /// or its output was withheld): the reservation is released and a held call counts
-    /// as run.
+    /// Records that a running call ended without output: the reservation is released,
+    /// and a held call ends ran (`ran`: its output was withheld) or failed (the tool
+    /// failed, or its arguments did not match).
     pub(crate) fn complete_without_output(
         &mut self,
         scope_id: &Id,
         call: &Id,
         pending: Option<&Id>,
+        ran: bool,
     ) {
         if let Some(scope) = self.scopes.get_mut(scope_id) {
             scope.running.remove(call);
         }
         if let Some(pending) = pending.and_then(|pending| self.pending.get_mut(pending)) {
-            pending.status = PendingStatus::Ran {
-                block: call.clone(),
-            };
+            let _ = pending.lifecycle.finish(ran);
         }
     }
 
@@ -675,10 +731,10 @@ impl State {
             },
             Subject::Call(id) => match self.pending.get(id) {
                 Some(pending)
-                    if pending.status == PendingStatus::Waiting && !pending.under_review =>
+                    if pending.lifecycle.status == HeldStatus::Held && !pending.under_review =>
                 {
                     (
-                        pending.scope.clone(),
+                        pending.scope().clone(),
                         pending.decision.reason.clone(),
                         Some(pending.call.clone()),
                     )
@@ -775,32 +831,24 @@ impl State {
         let subject = || Subject::Call(pending_id.clone());
         let pending = self
             .pending
-            .get(pending_id)
+            .get_mut(pending_id)
             .ok_or_else(|| SessionError::UnknownSubject(subject()))?;
-        if pending.status != PendingStatus::Waiting || pending.under_review {
+        if pending.under_review {
             return Err(SessionError::AlreadyReviewed(subject()));
         }
-        if self.scope(&pending.scope)?.author == *reviewer {
-            return Err(SessionError::SeparationOfPowers {
-                who: reviewer.clone(),
-                target: pending.scope.clone(),
-            });
-        }
+        let mut decided = pending.lifecycle.clone();
+        decided
+            .decide(reviewer, verdict.approve, &crate::held::now())
+            .map_err(|error| held_error(pending_id, &decided, error))?;
         events.push(Event::CallDecided {
-            scope: pending.scope.clone(),
+            scope: pending.scope().clone(),
             pending: pending_id.clone(),
             checksum: pending.call.checksum(),
             reviewer: reviewer.clone(),
             approve: verdict.approve,
             reason: verdict.reason.clone(),
         });
-        if let Some(pending) = self.pending.get_mut(pending_id) {
-            pending.status = if verdict.approve {
-                PendingStatus::Approved
-            } else {
-                PendingStatus::Rejected
-            };
-        }
+        pending.lifecycle = decided;
         Ok(())
     }
 
@@ -864,17 +912,13 @@ impl State {
                 }
             }
             Subject::Call(id) => {
-                if let Some(pending) = self
-                    .pending
-                    .get_mut(id)
-                    .filter(|pending| pending.status == PendingStatus::Waiting)
-                {
+                if let Some(pending) = self.pending.get_mut(id) {
                     pending.under_review = false;
-                    pending.status = if verdict.approve {
-                        PendingStatus::Approved
-                    } else {
-                        PendingStatus::Rejected
-                    };
+                    // Separation of powers was checked when the review opened; an
+                    // expired call stays held, and claiming it finds it expired.
+                    let _ = pending
+                        .lifecycle
+                        .decide(judge, verdict.approve, &crate::held::now());
                 }
             }
         }
@@ -883,7 +927,43 @@ impl State {
     }
 }
 
+/// A lifecycle refusal as the session's error: deciding a decided call, or one's own.
+fn held_error(id: &Id, held: &Lifecycle, error: LifecycleError) -> SessionError {
+    match error {
+        LifecycleError::NotHeld(_) => SessionError::AlreadyReviewed(Subject::Call(id.clone())),
+        LifecycleError::AuthorCannotDecide(who) => SessionError::SeparationOfPowers {
+            who,
+            target: held.binding.scope.clone(),
+        },
+        error => SessionError::Lifecycle {
+            id: id.clone(),
+            error,
+        },
+    }
+}
+
 impl ScopeState {
+    /// What the gate decides of `call` in this scope now.
+    fn gate(
+        &self,
+        registry: &Registry,
+        policy: &Policy,
+        scope_id: &Id,
+        call: &ToolCall,
+    ) -> Decision {
+        let cx = GateContext {
+            call,
+            registry,
+            scope: scope_id,
+            taint: self.taint,
+            role: self.role,
+            is_child: self.parent.is_some(),
+            blocks: &self.blocks,
+            repeats: self.ran.get(&call.checksum()).copied().unwrap_or(0),
+        };
+        policy.decide(&cx, &self.nonces)
+    }
+
     /// Whether block id `id` is taken: by a block of the context or a running call.
     fn holds(&self, id: &Id) -> bool {
         self.running.contains(id) || self.block_ids.contains(id)

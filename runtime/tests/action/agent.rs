@@ -480,17 +480,20 @@ fn every_surface_reaches_the_request_in_both_modes() {
 #[test]
 fn conversations_continue_across_runs_and_processes() {
     let key = [7u8; 32];
-    let agent_on = |key: [u8; 32]| {
+    let agent_on = |key: [u8; 32], scope: Option<Id>| {
         let session = Session::builder(tools![define].unwrap())
             .key(tooltrust::envelope::SessionKey::from_bytes(key))
             .build()
             .unwrap();
-        Agent::new(
-            session.open_scope(Id::new("agent").unwrap()).unwrap(),
-            vec![Instruction::new("Define words.")],
-        )
+        let author = Id::new("agent").unwrap();
+        let scope = match scope {
+            Some(id) => session.continue_scope(id, author).unwrap(),
+            None => session.open_scope(author).unwrap(),
+        };
+        Agent::new(scope, vec![Instruction::new("Define words.")])
     };
-    let first = agent_on(key);
+    let first = agent_on(key, None);
+    let scope = first.scope().id().clone();
     let model = ScriptedModel::new()
         .call("define", r#"{"word": "kettle"}"#)
         .answer("A kettle boils water.");
@@ -521,7 +524,9 @@ fn conversations_continue_across_runs_and_processes() {
     );
 
     // Another process: a session on the same key, the conversation loaded from JSON.
-    let restored = agent_on(key).with_conversation(serde_json::from_str(&saved).unwrap());
+    let restored = agent_on(key, Some(scope))
+        .with_conversation(serde_json::from_str(&saved).unwrap())
+        .unwrap();
     let (model, in_restored) = recording(ScriptedModel::new().answer("It toasts."));
     pollster::block_on(restored.run(&model, &second_question)).unwrap();
     let again = in_restored.lock().unwrap()[0].clone();
@@ -565,6 +570,11 @@ mod resume {
     }
 
     fn agent(key: [u8; 32], mailer: &Arc<Mailer>) -> Agent {
+        agent_in(key, mailer, None)
+    }
+
+    /// An agent on a session with `key`, in a fresh scope or in the one `scope` names.
+    fn agent_in(key: [u8; 32], mailer: &Arc<Mailer>, scope: Option<&Id>) -> Agent {
         let registry = Registry::builder()
             .tools(tooltrust::tools![read_page])
             .toolbox(Arc::clone(mailer))
@@ -574,10 +584,12 @@ mod resume {
             .key(tooltrust::envelope::SessionKey::from_bytes(key))
             .build()
             .unwrap();
-        Agent::new(
-            session.open_scope(Id::new("agent").unwrap()).unwrap(),
-            vec![Instruction::new("Help the user.")],
-        )
+        let author = Id::new("agent").unwrap();
+        let scope = match scope {
+            Some(id) => session.continue_scope(id.clone(), author).unwrap(),
+            None => session.open_scope(author).unwrap(),
+        };
+        Agent::new(scope, vec![Instruction::new("Help the user.")])
     }
 
     /// Runs until the gate holds `email_report`; returns the held call's id.
@@ -591,6 +603,93 @@ mod resume {
         assert_eq!(pending.len(), 1);
         assert_eq!(agent.conversation().held.len(), 1);
         pending[0].clone()
+    }
+
+    fn checksum_of_held(agent: &Agent) -> tooltrust::call::Checksum {
+        agent.conversation().held[0]
+            .requested
+            .to_call()
+            .unwrap()
+            .checksum()
+    }
+
+    /// What a held call's decision binds: a conversation edited after the approval (the
+    /// recipient swapped) no longer verifies; a decision naming other arguments than the
+    /// held call's runs nothing.
+    #[test]
+    fn an_edited_conversation_or_a_decision_on_other_arguments_runs_nothing() {
+        let mailer = Arc::new(Mailer { sent: 0.into() });
+        let first = agent([4; 32], &mailer);
+        let id = held(&first);
+        let saved = first.conversation();
+        let scope = first.scope().id().clone();
+        let approved = checksum_of_held(&first);
+        drop(first);
+        let restore = |conversation: tooltrust::agent::Conversation| {
+            agent_in([4; 32], &mailer, Some(&scope)).with_conversation(conversation)
+        };
+
+        // Each edit an outsider with write access to the saved conversation could make.
+        let mut swapped = saved.clone();
+        swapped.held[0].requested.arguments = r#"{"to": "mallory@evil.example"}"#.into();
+        let mut untainted = saved.clone();
+        untainted.tainted = false;
+        let mut forged_held = saved.clone();
+        forged_held.held.clear();
+        let mut unsigned = saved.clone();
+        unsigned.mac = None;
+        let mut other_key = saved.clone();
+        other_key.messages.pop();
+        for (what, edited) in [
+            ("recipient swapped", swapped),
+            ("taint cleared", untainted),
+            ("held calls dropped", forged_held),
+            ("mac removed", unsigned),
+            ("message removed", other_key),
+        ] {
+            let error = restore(edited).err().expect(what);
+            assert!(
+                matches!(
+                    error,
+                    tooltrust::agent::AgentError::Conversation(
+                        tooltrust::agent::ConversationError::Unauthenticated
+                    )
+                ),
+                "{what}: {error}"
+            );
+        }
+        // Under another key it does not verify either.
+        let elsewhere = agent([5; 32], &mailer).with_conversation(saved.clone());
+        assert!(elsewhere.is_err());
+        // Another scope's conversation is refused, even authentic.
+        let wrong_scope = agent([4; 32], &mailer).with_conversation(saved.clone());
+        assert!(matches!(
+            wrong_scope.err(),
+            Some(tooltrust::agent::AgentError::Conversation(
+                tooltrust::agent::ConversationError::OtherScope { .. }
+            ))
+        ));
+
+        // An authentic conversation, and a decision on other arguments: refused.
+        let restored = restore(saved).unwrap();
+        let other =
+            tooltrust::ToolCall::from_model("email_report", r#"{"to": "mallory@evil.example"}"#)
+                .unwrap()
+                .checksum();
+        assert_ne!(other, approved);
+        let decided = Decided {
+            id,
+            checksum: other,
+            reviewer: Id::new("lead").unwrap(),
+            verdict: Verdict::approve("checked"),
+        };
+        let model = ScriptedModel::new().answer("Done.");
+        let error = pollster::block_on(restored.resume_decided(&model, &[decided])).unwrap_err();
+        assert!(
+            matches!(error, tooltrust::agent::AgentError::DecisionMismatch { .. }),
+            "{error}"
+        );
+        assert_eq!(mailer.sent.load(Ordering::SeqCst), 0);
     }
 
     fn last_user_text(messages: &[ChatMessage]) -> &str {
@@ -666,11 +765,14 @@ mod resume {
             let first = agent([3; 32], &mailer);
             let id = held(&first);
             let saved = serde_json::to_string(&first.conversation()).unwrap();
+            let scope = first.scope().id().clone();
+            let checksum = checksum_of_held(&first);
             drop(first);
 
             let mailer = Arc::new(Mailer { sent: 0.into() });
-            let restored =
-                agent([3; 32], &mailer).with_conversation(serde_json::from_str(&saved).unwrap());
+            let restored = agent_in([3; 32], &mailer, Some(&scope))
+                .with_conversation(serde_json::from_str(&saved).unwrap())
+                .unwrap();
             let verdict = if approve {
                 Verdict::approve("checked")
             } else {
@@ -678,6 +780,7 @@ mod resume {
             };
             let decided = Decided {
                 id,
+                checksum,
                 reviewer: Id::new("lead").unwrap(),
                 verdict,
             };

@@ -8,6 +8,7 @@ use crate::support::Counted;
 
 use tooltrust::event::{Event, MemoryRecorder, RecordError, Recorder};
 use tooltrust::gate::{ArgumentFromTrustedBlock, Ruling, rule};
+use tooltrust::held::HeldStatus;
 use tooltrust::quarantine::{Exit, QuarantineStatus};
 use tooltrust::review::{Judge, Material, ReviewError, Reviewer, RuleJudge, Subject, Verdict};
 use tooltrust::review::{ReviewerVerdict, VerdictFuture};
@@ -1047,4 +1048,79 @@ fn lineage_is_recorded_as_what_is_new_since_the_last_call() {
             assert_eq!(recorded.len(), 1, "call {i} records what is new");
         }
     }
+}
+
+/// An approval is spent only when the gate, deciding the approved call again, would still
+/// hold it: a call the gate now denies (the loop breaker, here) stays approved and unspent,
+/// and nothing runs.
+#[test]
+fn an_approval_is_claimed_only_after_the_gate_decides_the_call_again() {
+    let (session, _, sent) = session_with(Policy::new().max_repeats(1));
+    let scope = session.open_scope(id("agent")).unwrap();
+    call(&scope, "fetch_page", r#"{"url":"https://x.example"}"#);
+    let held =
+        |scope: &Scope| match call(&scope, "send_email", r#"{"to":"a@example.com","body":"1"}"#) {
+            CallOutcome::Pending { id, .. } => id,
+            other => panic!("{other:?}"),
+        };
+    let (first, second) = (held(&scope), held(&scope));
+    for pending in [&first, &second] {
+        session
+            .decide_call(pending, id("ann"), Verdict::approve("expected"))
+            .unwrap();
+    }
+    assert!(matches!(
+        pollster::block_on(scope.run_pending(&first)).unwrap(),
+        CallOutcome::Ran { .. }
+    ));
+    assert_eq!(session.pending_status(&first), Some(HeldStatus::Ran));
+    // The same call again: the loop breaker denies it now, so the approval is not spent.
+    let outcome = pollster::block_on(scope.run_pending(&second)).unwrap();
+    assert!(
+        matches!(&outcome, CallOutcome::Denied(decision) if decision.rule == rule::REPEATED),
+        "{outcome:?}"
+    );
+    assert_eq!(session.pending_status(&second), Some(HeldStatus::Approved));
+    assert_eq!(sent.load(Ordering::SeqCst), 1);
+}
+
+/// Hangs until its future is dropped.
+#[tool(trusted, read_only)]
+async fn hang() -> String {
+    std::future::pending::<String>().await
+}
+
+/// A call whose future is dropped while its tool runs (a timeout, a client gone) leaves
+/// the scope usable: the call is recorded as abandoned, a held call it ran for ends
+/// failed, and the scope finishes.
+#[test]
+fn a_dropped_call_is_recorded_as_abandoned_and_the_scope_stays_usable() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    let recorder = Arc::new(MemoryRecorder::new());
+    let session = Session::builder(tools![hang, fetch_page].unwrap())
+        .recorder(recorder.clone())
+        .build()
+        .unwrap();
+    let scope = session.open_scope(id("agent")).unwrap();
+    {
+        let call = scope.call(ToolCall::from_model("hang", "{}").unwrap());
+        let mut call = std::pin::pin!(call);
+        let poll = call.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        assert!(matches!(poll, Poll::Pending));
+    } // dropped mid-call
+    // The scope is usable: another call runs and records, the scope finishes.
+    assert!(matches!(
+        call(&scope, "fetch_page", r#"{"url":"https://x.example"}"#),
+        CallOutcome::Ran { .. }
+    ));
+    assert!(scope.finish("done", Exit::Success).is_ok());
+    let events = recorder.events();
+    assert!(
+        events
+            .iter()
+            .any(|event| matches!(event, Event::CallAbandoned { tool, .. } if tool == "hang")),
+        "{events:#?}"
+    );
 }
