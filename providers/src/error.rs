@@ -76,6 +76,16 @@ pub enum ProviderError {
         #[source]
         source: Option<reqwest::Error>,
     },
+    /// The answer is larger than a limit of the client's
+    /// [`HttpOptions`](crate::HttpOptions); reading stopped when the excess arrived (or, for
+    /// the body, when its `Content-Length` announced it). Not retried.
+    #[error("the provider's answer exceeds the {limit} limit of {bytes} bytes")]
+    TooLarge {
+        /// Which limit.
+        limit: SizeLimit,
+        /// The limit, in bytes.
+        bytes: usize,
+    },
     /// The model (or the provider's content filter) refused to answer.
     #[error("the model refused to answer ({kind})")]
     Refusal {
@@ -108,6 +118,29 @@ pub enum ProviderError {
         #[source]
         source: StrictSchemaError,
     },
+}
+
+/// Which size limit an answer exceeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SizeLimit {
+    /// The whole body ([`HttpOptions::max_body`](crate::HttpOptions::max_body)).
+    Body,
+    /// One server-sent-event line ([`HttpOptions::max_line`](crate::HttpOptions::max_line)).
+    Line,
+    /// One server-sent event's data
+    /// ([`HttpOptions::max_event_data`](crate::HttpOptions::max_event_data)).
+    EventData,
+}
+
+impl std::fmt::Display for SizeLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SizeLimit::Body => "body",
+            SizeLimit::Line => "event-stream line",
+            SizeLimit::EventData => "event data",
+        })
+    }
 }
 
 /// Who refused to answer.
@@ -223,6 +256,7 @@ impl ProviderError {
             ProviderError::Json(_) => "malformed_json",
             ProviderError::Shape { .. } => "malformed_body",
             ProviderError::Truncated { .. } => "truncated",
+            ProviderError::TooLarge { .. } => "too_large",
             ProviderError::Refusal { .. } => "refusal",
             ProviderError::Length { .. } => "length",
             ProviderError::UnexpectedStop { .. } => "unexpected_stop",

@@ -9,28 +9,37 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use crate::completion::Completion;
-use crate::error::{ApiError, ConfigError, ProviderError};
+use crate::error::{ApiError, ConfigError, ProviderError, SizeLimit};
 use crate::retry::{self, RetryPolicy};
 use crate::secret::ApiKey;
 use crate::sse;
 use crate::telemetry::{self, RequestInfo};
 
-/// Timeouts and retries of a client.
+/// Timeouts, retries and size limits of a client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpOptions {
     timeout: Duration,
     connect_timeout: Duration,
     retry: RetryPolicy,
+    max_body: usize,
+    max_line: usize,
+    max_event_data: usize,
 }
 
 impl Default for HttpOptions {
     /// A 10-minute timeout per attempt (the official SDKs' default: long answers take
-    /// minutes), 10 s to connect, and the default [`RetryPolicy`].
+    /// minutes), 10 s to connect, the default [`RetryPolicy`], and at most
+    /// [`DEFAULT_MAX_BODY`](Self::DEFAULT_MAX_BODY),
+    /// [`DEFAULT_MAX_LINE`](Self::DEFAULT_MAX_LINE) and
+    /// [`DEFAULT_MAX_EVENT_DATA`](Self::DEFAULT_MAX_EVENT_DATA) bytes read.
     fn default() -> Self {
         HttpOptions {
             timeout: Duration::from_secs(600),
             connect_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
+            max_body: Self::DEFAULT_MAX_BODY,
+            max_line: Self::DEFAULT_MAX_LINE,
+            max_event_data: Self::DEFAULT_MAX_EVENT_DATA,
         }
     }
 }
@@ -54,17 +63,82 @@ impl HttpOptions {
         self.retry = retry;
         self
     }
+
+    /// The default [`max_body`](Self::max_body): 32 MiB, far above the longest answer a
+    /// model writes, streamed or not.
+    pub const DEFAULT_MAX_BODY: usize = 32 << 20;
+    /// The default [`max_line`](Self::max_line): 4 MiB.
+    pub const DEFAULT_MAX_LINE: usize = 4 << 20;
+    /// The default [`max_event_data`](Self::max_event_data): 8 MiB.
+    pub const DEFAULT_MAX_EVENT_DATA: usize = 8 << 20;
+
+    /// The most bytes of one answer's body read, whole or streamed; a longer one (or one
+    /// whose `Content-Length` says it would be) fails with
+    /// [`ProviderError::TooLarge`] as soon as the excess arrives, so a hostile or
+    /// mistyped endpoint cannot exhaust the host's memory.
+    pub fn max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
+    /// When streaming, the most bytes of one server-sent-event line (its terminator
+    /// excluded); a longer one fails with [`ProviderError::TooLarge`] before it ends.
+    pub fn max_line(mut self, bytes: usize) -> Self {
+        self.max_line = bytes;
+        self
+    }
+
+    /// When streaming, the most bytes of one event's data (its `data:` lines joined); more
+    /// fails with [`ProviderError::TooLarge`].
+    pub fn max_event_data(mut self, bytes: usize) -> Self {
+        self.max_event_data = bytes;
+        self
+    }
+}
+
+/// A URL for `Debug` output and error messages: any user name and password before the host
+/// replaced by `[redacted]`. Works on text that does not parse as a URL too, so that
+/// a rejected base URL's credentials do not reach an error message either.
+pub(crate) fn redact_url(url: &str) -> std::borrow::Cow<'_, str> {
+    let Some(scheme_end) = url.find("://") else {
+        return url.into();
+    };
+    let authority_start = scheme_end + 3;
+    let authority_len = url[authority_start..]
+        .find(['/', '?', '#'])
+        .unwrap_or(url.len() - authority_start);
+    let authority = &url[authority_start..authority_start + authority_len];
+    // The host follows the last `@`: a password may hold an unescaped one.
+    match authority.rfind('@') {
+        Some(at) => format!(
+            "{}[redacted]{}",
+            &url[..authority_start],
+            &url[authority_start + at..]
+        )
+        .into(),
+        None => url.into(),
+    }
+}
+
+/// A base URL as a builder keeps it: its `Debug` redacts credentials in it.
+#[derive(Clone)]
+pub(crate) struct BaseUrl(pub String);
+
+impl std::fmt::Debug for BaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&redact_url(&self.0), f)
+    }
 }
 
 /// `base` with `segments` appended to its path (its query kept): `http://host:8000/v1`
 /// and `["chat", "completions"]` make `http://host:8000/v1/chat/completions`.
 pub(crate) fn endpoint(base: &str, segments: &[&str]) -> Result<url::Url, ConfigError> {
     let mut url = url::Url::parse(base).map_err(|source| ConfigError::BaseUrl {
-        url: base.to_owned(),
+        url: redact_url(base).into_owned(),
         source,
     })?;
     let scheme = ConfigError::Scheme {
-        url: base.to_owned(),
+        url: redact_url(base).into_owned(),
     };
     if !matches!(url.scheme(), "http" | "https") {
         return Err(scheme);
@@ -110,7 +184,7 @@ pub(crate) struct Transport {
 impl std::fmt::Debug for Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Transport")
-            .field("url", &self.url.as_str())
+            .field("url", &redact_url(self.url.as_str()))
             .field("key", &self.key)
             .field("options", &self.options)
             .finish_non_exhaustive()
@@ -262,13 +336,33 @@ impl Transport {
         ApiError::from_body(&value, self.key.as_ref().map(ApiKey::expose))
     }
 
-    /// The whole body, as text.
-    async fn read_all(&self, response: Response) -> Result<String, ProviderError> {
-        let bytes = response
-            .bytes()
+    /// The whole body, as text, if it is within the body limit.
+    async fn read_all(&self, mut response: Response) -> Result<String, ProviderError> {
+        let limit = self.options.max_body;
+        let too_large = ProviderError::TooLarge {
+            limit: SizeLimit::Body,
+            bytes: limit,
+        };
+        let declared = response.content_length();
+        if declared.is_some_and(|length| length > limit as u64) {
+            return Err(too_large);
+        }
+        // Reserved up to the declared length only: the header cannot make it reserve more
+        // than the limit, and a missing one reserves nothing.
+        let mut body = Vec::with_capacity(
+            declared.map_or(0, |length| usize::try_from(length).unwrap_or(limit)),
+        );
+        while let Some(chunk) = response
+            .chunk()
             .await
-            .map_err(|error| self.body_error(error))?;
-        String::from_utf8(bytes.into()).map_err(|error| ProviderError::NotUtf8(error.utf8_error()))
+            .map_err(|error| self.body_error(error))?
+        {
+            if chunk.len() > limit - body.len() {
+                return Err(too_large);
+            }
+            body.extend_from_slice(&chunk);
+        }
+        String::from_utf8(body).map_err(|error| ProviderError::NotUtf8(error.utf8_error()))
     }
 
     /// Feeds the body's events to `assembler` until the provider says it is done or the
@@ -278,16 +372,36 @@ impl Transport {
         mut response: Response,
         mut assembler: A,
     ) -> Result<Completion, ProviderError> {
-        let mut parser = sse::Parser::default();
+        let options = &self.options;
+        let mut parser = sse::Parser::new(options.max_line, options.max_event_data);
         let mut events = Vec::new();
+        // Bytes still allowed: the assembler keeps what the events say, so the body limit
+        // holds for a stream of small events too.
+        let mut left = options.max_body;
         while let Some(chunk) = response
             .chunk()
             .await
             .map_err(|error| self.body_error(error))?
         {
+            left = left
+                .checked_sub(chunk.len())
+                .ok_or(ProviderError::TooLarge {
+                    limit: SizeLimit::Body,
+                    bytes: options.max_body,
+                })?;
             parser
                 .push(&chunk, &mut events)
-                .map_err(ProviderError::NotUtf8)?;
+                .map_err(|error| match error {
+                    sse::Error::NotUtf8(error) => ProviderError::NotUtf8(error),
+                    sse::Error::Line => ProviderError::TooLarge {
+                        limit: SizeLimit::Line,
+                        bytes: options.max_line,
+                    },
+                    sse::Error::Data => ProviderError::TooLarge {
+                        limit: SizeLimit::EventData,
+                        bytes: options.max_event_data,
+                    },
+                })?;
             for event in events.drain(..) {
                 let flow = assembler.event(&event).map_err(|mut error| {
                     if let ProviderError::Stream(api) = &mut error {

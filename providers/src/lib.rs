@@ -7,8 +7,9 @@
 //! Both send the tools of the registry, read tool calls (parallel ones too), stream
 //! when asked (server-sent events, tool-call fragments assembled; the gate still sees
 //! only complete calls), time out, retry rate limits and server errors with backoff
-//! honouring `Retry-After`, and fail with a typed [`ProviderError`] for every failure:
-//! an HTTP status, a malformed or truncated answer, a refusal, a cut-off. Each request
+//! honouring `Retry-After`, cap what they read ([`HttpOptions`]), and fail with a typed
+//! [`ProviderError`] for every failure: an HTTP status, a malformed, truncated or
+//! oversized answer, a refusal, a cut-off. Each request
 //! runs in a `tracing` span named with the OpenTelemetry GenAI conventions, which never
 //! records content.
 //!
@@ -35,7 +36,7 @@ mod telemetry;
 
 pub use anthropic::{AnthropicBuilder, AnthropicClient};
 pub use completion::{Completion, Stop, Usage};
-pub use error::{ApiError, ConfigError, ProviderError, RefusalKind};
+pub use error::{ApiError, ConfigError, ProviderError, RefusalKind, SizeLimit};
 pub use http::HttpOptions;
 pub use openai::{OpenAiBuilder, OpenAiClient};
 pub use retry::RetryPolicy;

@@ -8,7 +8,7 @@ use super::stream::EventAssembler;
 use super::wire::{RequestOptions, parse_response, request_body};
 use crate::completion::{Completion, respond};
 use crate::error::{ConfigError, ProviderError};
-use crate::http::{HttpOptions, Transport, endpoint};
+use crate::http::{BaseUrl, HttpOptions, Transport, endpoint};
 use crate::secret::ApiKey;
 use crate::telemetry::RequestInfo;
 
@@ -34,7 +34,7 @@ pub struct AnthropicClient {
 #[derive(Debug)]
 pub struct AnthropicBuilder {
     options: RequestOptions,
-    base_url: String,
+    base_url: BaseUrl,
     key: Option<ApiKey>,
     http: HttpOptions,
 }
@@ -50,7 +50,7 @@ impl AnthropicClient {
     pub fn builder(model: impl Into<String>) -> AnthropicBuilder {
         AnthropicBuilder {
             options: RequestOptions::new(model),
-            base_url: Self::DEFAULT_BASE_URL.to_owned(),
+            base_url: BaseUrl(Self::DEFAULT_BASE_URL.to_owned()),
             key: None,
             http: HttpOptions::default(),
         }
@@ -88,7 +88,7 @@ impl AnthropicBuilder {
     /// The base URL without the version path, as Anthropic's SDKs take it
     /// (`ANTHROPIC_BASE_URL`); the client appends `/v1/messages`.
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
+        self.base_url = BaseUrl(url.into());
         self
     }
 
@@ -120,7 +120,7 @@ impl AnthropicBuilder {
         self
     }
 
-    /// Timeouts and retries.
+    /// Timeouts, retries and size limits.
     pub fn http(mut self, http: HttpOptions) -> Self {
         self.http = http;
         self
@@ -128,7 +128,7 @@ impl AnthropicBuilder {
 
     /// The client.
     pub fn build(self) -> Result<AnthropicClient, ConfigError> {
-        let url = endpoint(&self.base_url, &["v1", "messages"])?;
+        let url = endpoint(&self.base_url.0, &["v1", "messages"])?;
         let mut headers = HeaderMap::new();
         headers.insert(
             HeaderName::from_static("anthropic-version"),

@@ -8,7 +8,7 @@ use super::stream::ChunkAssembler;
 use super::wire::{RequestOptions, parse_response, request_body};
 use crate::completion::{Completion, respond};
 use crate::error::{ConfigError, ProviderError};
-use crate::http::{HttpOptions, Transport, endpoint};
+use crate::http::{BaseUrl, HttpOptions, Transport, endpoint};
 use crate::secret::ApiKey;
 use crate::telemetry::RequestInfo;
 
@@ -45,7 +45,7 @@ pub struct OpenAiClient {
 #[derive(Debug)]
 pub struct OpenAiBuilder {
     options: RequestOptions,
-    base_url: String,
+    base_url: BaseUrl,
     key: Option<ApiKey>,
     azure_api_version: Option<String>,
     provider: Option<String>,
@@ -61,7 +61,7 @@ impl OpenAiClient {
     pub fn builder(model: impl Into<String>) -> OpenAiBuilder {
         OpenAiBuilder {
             options: RequestOptions::new(model),
-            base_url: Self::DEFAULT_BASE_URL.to_owned(),
+            base_url: BaseUrl(Self::DEFAULT_BASE_URL.to_owned()),
             key: None,
             azure_api_version: None,
             provider: None,
@@ -102,7 +102,7 @@ impl OpenAiBuilder {
     /// (`OPENAI_BASE_URL`): `http://127.0.0.1:8000/v1`. The client appends
     /// `/chat/completions`.
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
+        self.base_url = BaseUrl(url.into());
         self
     }
 
@@ -149,7 +149,7 @@ impl OpenAiBuilder {
         self
     }
 
-    /// Timeouts and retries.
+    /// Timeouts, retries and size limits.
     pub fn http(mut self, http: HttpOptions) -> Self {
         self.http = http;
         self
@@ -157,7 +157,7 @@ impl OpenAiBuilder {
 
     /// The client.
     pub fn build(self) -> Result<OpenAiClient, ConfigError> {
-        let mut url = endpoint(&self.base_url, &["chat", "completions"])?;
+        let mut url = endpoint(&self.base_url.0, &["chat", "completions"])?;
         let mut headers = HeaderMap::new();
         if let Some(key) = &self.key {
             let (name, value) = match self.azure_api_version {

@@ -5,6 +5,7 @@
 #![allow(dead_code, reason = "each test binary uses its own part")]
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde_json::Value;
 use tooltrust_providers::{HttpOptions, RetryPolicy};
 
@@ -45,6 +47,15 @@ enum Payload {
     Chunks(Vec<String>),
     /// In pieces, then the connection is cut before the body ends.
     Cut(Vec<String>),
+    /// `head`, then `piece` again and again until the client hangs up, the bytes sent
+    /// counted in `sent`.
+    Endless {
+        head: String,
+        piece: Bytes,
+        sent: Arc<AtomicUsize>,
+    },
+    /// `head`, then nothing more: the body never ends.
+    Stalled(String),
 }
 
 /// One scripted reply.
@@ -82,6 +93,37 @@ impl Reply {
         Reply {
             payload: Payload::Cut(split_events(text)),
             ..Reply::sse(text)
+        }
+    }
+
+    /// A body of `content_type` that never ends: `head`, then `piece` repeated; the
+    /// counter says how many bytes the server has sent so far.
+    pub fn endless(
+        content_type: &str,
+        head: impl Into<String>,
+        piece: impl Into<String>,
+    ) -> (Self, Arc<AtomicUsize>) {
+        let sent = Arc::new(AtomicUsize::new(0));
+        let reply = Reply {
+            status: 200,
+            headers: vec![("content-type", content_type.to_owned())],
+            payload: Payload::Endless {
+                head: head.into(),
+                piece: Bytes::from(piece.into()),
+                sent: Arc::clone(&sent),
+            },
+            delay: Duration::ZERO,
+        };
+        (reply, sent)
+    }
+
+    /// A body of `content_type` that sends `head` and then stalls.
+    pub fn stalled(content_type: &str, head: impl Into<String>) -> Self {
+        Reply {
+            status: 200,
+            headers: vec![("content-type", content_type.to_owned())],
+            payload: Payload::Stalled(head.into()),
+            delay: Duration::ZERO,
         }
     }
 
@@ -192,6 +234,11 @@ async fn answer(State(script): State<Arc<Script>>, request: Request) -> Response
         Payload::Whole(text) => Body::from(text),
         Payload::Chunks(chunks) => Body::from_stream(paced(chunks, false)),
         Payload::Cut(chunks) => Body::from_stream(paced(chunks, true)),
+        Payload::Endless { head, piece, sent } => Body::from_stream(endless(head, piece, sent)),
+        Payload::Stalled(head) => Body::from_stream(
+            futures_util::stream::iter([Ok::<_, std::io::Error>(Bytes::from(head))])
+                .chain(futures_util::stream::pending()),
+        ),
     };
     let mut response = Response::new(body);
     *response.status_mut() = StatusCode::from_u16(reply.status).expect("status");
@@ -220,6 +267,24 @@ fn paced(
                 (chunks, false),
             )),
             None => None,
+        }
+    })
+}
+
+/// `head`, then `piece` for as long as the client reads, counting the bytes in `sent`.
+fn endless(
+    head: String,
+    piece: Bytes,
+    sent: Arc<AtomicUsize>,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
+    let first = Bytes::from(head);
+    futures_util::stream::unfold(Some(first), move |next| {
+        let piece = piece.clone();
+        let sent = Arc::clone(&sent);
+        async move {
+            let bytes = next.unwrap_or(piece);
+            sent.fetch_add(bytes.len(), Ordering::Relaxed);
+            Some((Ok(bytes), None))
         }
     })
 }
