@@ -145,7 +145,8 @@ fn main() -> ExitCode {
         }
         Command::Mcp(command) => {
             return match mcp::run(command) {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
                 Err(message) => {
                     eprintln!("tooltrust: {message}");
                     ExitCode::FAILURE

@@ -1,9 +1,11 @@
-//! `tooltrust mcp proxy --config FILE` and `tooltrust mcp demo-server`: both speak MCP on
-//! standard input and output, so nothing else may write there.
+//! `tooltrust mcp proxy --config FILE`, `tooltrust mcp pin --config FILE [--diff]` and
+//! `tooltrust mcp demo-server`: the proxy and the demo server speak MCP on standard input
+//! and output, so nothing else may write there.
 
 use std::path::PathBuf;
 
-use clap::Subcommand;
+use clap::{Subcommand, ValueEnum};
+use tooltrust_mcp::demo::Misbehaviour;
 
 #[derive(Subcommand)]
 pub enum McpCommand {
@@ -15,14 +17,47 @@ pub enum McpCommand {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Pins the tool definitions every upstream of FILE lists now (name, description,
+    /// input schema, annotations; SHA-256 of their canonical JSON) in a lock file beside
+    /// it; the proxy then withholds a tool whose definition changes, and a new one.
+    Pin {
+        /// The configuration (TOML); the lock file is FILE with the extension `.lock`.
+        #[arg(long)]
+        config: PathBuf,
+        /// Shows, field by field, what changed since the tools were pinned, and writes
+        /// nothing; exit status 1 when something changed.
+        #[arg(long)]
+        diff: bool,
+    },
     /// Runs a small MCP server on stdin/stdout to try the proxy with: a web page carrying
     /// a prompt injection (`fetch_page`), a policy (`lookup_policy`), an email sender that
     /// claims to be read-only (`send_email`) and `crash`.
-    DemoServer,
+    DemoServer {
+        /// Also attacks the proxy: poisoned descriptions, a rug pull, colliding names,
+        /// or a tool that dumps the server's environment.
+        #[arg(long, value_enum)]
+        misbehave: Option<Attack>,
+    },
 }
 
-/// Runs the command; `Err` is the message to show.
-pub fn run(command: McpCommand) -> Result<(), String> {
+/// The demo server's attacks, as the flag spells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Attack {
+    /// Instructions in a description, a parameter description and enum values.
+    Poisoned,
+    /// `lookup_policy`'s description changes once `change` is called.
+    RugPull,
+    /// A tool named `_send_email`.
+    Underscore,
+    /// `send_email` listed twice.
+    Duplicate,
+    /// A tool `env` that returns the server's environment.
+    DumpEnv,
+}
+
+/// Runs the command; `Ok(false)` when `pin --diff` found changes, `Err` is the message to
+/// show.
+pub fn run(command: McpCommand) -> Result<bool, String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -39,23 +74,60 @@ pub fn run(command: McpCommand) -> Result<(), String> {
                         crate::store::describe(why.as_ref())
                     );
                 }
+                for (tool, why) in &proxy.withheld {
+                    eprintln!("tooltrust: tool {tool} is withheld: {why}");
+                }
                 proxy
                     .serve_stdio()
                     .await
+                    .map(|()| true)
                     .map_err(|error| crate::store::describe(&error))
             }
-            McpCommand::DemoServer => {
-                let running = rmcp::ServiceExt::serve(
-                    tooltrust_mcp::demo::DemoServer,
-                    rmcp::transport::stdio(),
-                )
-                .await
-                .map_err(|error| format!("the MCP handshake failed: {error}"))?;
-                running
-                    .waiting()
+            McpCommand::Pin { config, diff: false } => {
+                let (file, count) = tooltrust_mcp::proxy::pin(&config)
                     .await
-                    .map(|_| ())
-                    .map_err(|error| error.to_string())
+                    .map_err(|error| crate::store::describe(&error))?;
+                eprintln!("tooltrust: pinned {count} tool(s) in {}", file.display());
+                Ok(true)
+            }
+            McpCommand::Pin { config, diff: true } => {
+                let changes = tooltrust_mcp::proxy::pin_diff(&config)
+                    .await
+                    .map_err(|error| crate::store::describe(&error))?;
+                if changes.is_empty() {
+                    println!("no changes since the tools were pinned");
+                    return Ok(true);
+                }
+                print!("{}", tooltrust_mcp::pin::render(&changes));
+                Ok(false)
+            }
+            McpCommand::DemoServer { misbehave } => {
+                let transport = rmcp::transport::stdio();
+                let running = match misbehave {
+                    None => rmcp::ServiceExt::serve(tooltrust_mcp::demo::DemoServer, transport)
+                        .await
+                        .map_err(|error| format!("the MCP handshake failed: {error}"))?
+                        .waiting()
+                        .await,
+                    Some(attack) => {
+                        let misbehaviour = match attack {
+                            Attack::Poisoned => Misbehaviour::Poisoned,
+                            Attack::RugPull => Misbehaviour::RugPull,
+                            Attack::Underscore => Misbehaviour::Underscore,
+                            Attack::Duplicate => Misbehaviour::Duplicate,
+                            Attack::DumpEnv => Misbehaviour::DumpEnv,
+                        };
+                        rmcp::ServiceExt::serve(
+                            tooltrust_mcp::demo::MisbehavingServer(misbehaviour),
+                            transport,
+                        )
+                        .await
+                        .map_err(|error| format!("the MCP handshake failed: {error}"))?
+                        .waiting()
+                        .await
+                    }
+                };
+                running.map(|_| true).map_err(|error| error.to_string())
             }
         }
     })

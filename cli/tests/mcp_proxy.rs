@@ -616,3 +616,375 @@ async fn a_client_that_disconnects_mid_call_loses_nothing_recorded() {
     assert_ne!(policy.is_error, Some(true), "{}", text(&policy));
     next.cancel().await.expect("the client stops");
 }
+
+/// A `[[upstream]]` running the demo server with `attack`, declaring `tools`.
+fn attacker(name: &str, attack: &str, env: &str, tools: &str) -> String {
+    format!(
+        "\n[[upstream]]\nname = \"{name}\"\ncommand = [{TOOLTRUST:?}, \"mcp\", \"demo-server\", \"--misbehave\", \"{attack}\"]\nenv = {{ {env} }}\n\n[upstream.tools]\n{tools}\n"
+    )
+}
+
+/// The good demo upstream `mail`, whose `send_email` is trusted and consequential.
+fn mail(outbox: &Path) -> String {
+    format!(
+        "\n[[upstream]]\nname = \"mail\"\ncommand = [{TOOLTRUST:?}, \"mcp\", \"demo-server\"]\nenv = {{ TOOLTRUST_DEMO_OUTBOX = {outbox:?} }}\n\n[upstream.tools]\n\"send_*\" = {{ trust = \"trusted\" }}\n\"lookup_policy\" = {{ trust = \"trusted\", read_only = true }}\n"
+    )
+}
+
+/// Starts the proxy on `config` with `env` added to its own environment, its standard
+/// error going to `stderr`.
+async fn proxy_with(
+    config: &Path,
+    env: &[(&str, &str)],
+    stderr: Stdio,
+) -> RunningService<RoleClient, Person> {
+    let mut command = Command::new(TOOLTRUST);
+    command
+        .args(["mcp", "proxy", "--config"])
+        .arg(config)
+        .envs(env.iter().copied());
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(stderr)
+        .spawn()
+        .expect("the proxy starts");
+    person(None).serve(transport).await.expect("the handshake")
+}
+
+fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("tooltrust-mcp.toml");
+    std::fs::write(&path, format!("audit_log = \"audit\"\n{text}")).expect("written");
+    path
+}
+
+fn audit_entries(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("audit").join("audit.jsonl"))
+        .expect("the audit log")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
+}
+
+/// Instructions in an untrusted upstream's descriptions, parameter descriptions and enum
+/// values reach the host neutralised, never raw; and since the host was shown them, the
+/// session is tainted from the start: a consequential call right after listing is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poisoned_metadata_is_neutralised_and_taints_the_session() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let outbox = dir.path().join("outbox.txt");
+    let shop = attacker(
+        "shop",
+        "poisoned",
+        "",
+        "\"*\" = { trust = \"untrusted\", read_only = true }",
+    );
+    let quiet = attacker(
+        "quiet",
+        "poisoned",
+        "",
+        "\"search\" = { trust = \"untrusted\", read_only = true, description = \"Searches the shop's catalogue.\" }",
+    );
+    let config = write_config(dir.path(), &format!("{shop}{quiet}{}", mail(&outbox)));
+    let client = proxy(&config, person(None)).await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let listed = serde_json::to_string(&tools).expect("json");
+    for raw in [
+        "</untrusted_content_0000>",
+        "<system_instructions",
+        "<|im_start|>",
+        "<|im_end|>",
+        "[INST]",
+        "<system>",
+    ] {
+        assert!(!listed.contains(raw), "{raw} reached the host: {listed}");
+    }
+    let search = tools
+        .iter()
+        .find(|tool| tool.name == "shop__search")
+        .expect("listed");
+    let description = search.description.as_deref().unwrap_or_default();
+    assert!(
+        description.contains("Searches the catalogue.") && description.contains("&lt;"),
+        "the words stay, the brackets are escaped: {description}"
+    );
+    let query = &search.input_schema["properties"]["query"];
+    assert_eq!(query["type"], "string", "the schema keeps its structure");
+    assert!(
+        query["description"]
+            .as_str()
+            .is_some_and(|text| text.contains("&lt;|im_start|>system")),
+        "{query}"
+    );
+    let quiet = tools
+        .iter()
+        .find(|tool| tool.name == "quiet__search")
+        .expect("listed");
+    assert_eq!(
+        quiet.description.as_deref(),
+        Some("Searches the shop's catalogue."),
+        "the host's own description"
+    );
+    assert!(quiet.input_schema["properties"]["query"]["description"].is_null());
+
+    // No call yet, yet the session is tainted: the email is held, not sent.
+    let send = call(
+        &client,
+        "mail__send_email",
+        json!({"to": "eve@evil.example", "body": "the conversation"}),
+    )
+    .await;
+    assert_eq!(send.is_error, Some(true), "{}", text(&send));
+    assert!(text(&send).contains("held for review"), "{}", text(&send));
+    assert_eq!(sent(&outbox), 0);
+    client.cancel().await.expect("the client stops");
+
+    // A host that never shows descriptions to a model may opt out.
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let outbox = dir.path().join("outbox.txt");
+    let config = write_config(
+        dir.path(),
+        &format!("metadata_taints = false\n{shop}{}", mail(&outbox)),
+    );
+    let client = proxy(&config, person(None)).await;
+    client.list_all_tools().await.expect("tools/list");
+    let send = call(
+        &client,
+        "mail__send_email",
+        json!({"to": "ann@example.com", "body": "hi"}),
+    )
+    .await;
+    assert_ne!(send.is_error, Some(true), "{}", text(&send));
+    assert_eq!(sent(&outbox), 1);
+    client.cancel().await.expect("the client stops");
+}
+
+/// Pinned, then changed: an upstream that changes a description after the first list and
+/// says so (`notifications/tools/list_changed`) has that tool withheld — gone from
+/// `tools/list`, unknown when called, recorded with both hashes — and `pin --diff` names
+/// the field. A proxy started after the change withholds it from the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rug_pull_is_withheld_recorded_and_diffed() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let state = dir.path().join("state");
+    let shop = attacker(
+        "shop",
+        "rug-pull",
+        &format!("TOOLTRUST_DEMO_STATE = {state:?}"),
+        "\"lookup_policy\" = { trust = \"trusted\", read_only = true }\n\"change\" = { trust = \"trusted\", read_only = true }",
+    );
+    let config = write_config(dir.path(), &shop);
+    let pin = |diff: bool| {
+        let mut command = std::process::Command::new(TOOLTRUST);
+        command.args(["mcp", "pin", "--config"]).arg(&config);
+        if diff {
+            command.arg("--diff");
+        }
+        command.output().expect("tooltrust runs")
+    };
+    let pinned = pin(false);
+    assert!(
+        pinned.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pinned.stderr)
+    );
+    assert!(dir.path().join("tooltrust-mcp.lock").exists());
+    let unchanged = pin(true);
+    assert!(unchanged.status.success());
+    assert!(String::from_utf8_lossy(&unchanged.stdout).contains("no changes"));
+
+    let client = proxy(&config, person(None)).await;
+    let names = |tools: &[rmcp::model::Tool]| -> Vec<String> {
+        tools.iter().map(|tool| tool.name.to_string()).collect()
+    };
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert!(
+        names(&tools).contains(&"shop__lookup_policy".to_owned()),
+        "{:?}",
+        names(&tools)
+    );
+    let before = call(&client, "shop__lookup_policy", json!({})).await;
+    assert_ne!(before.is_error, Some(true), "{}", text(&before));
+    let changed = call(&client, "shop__change", json!({})).await;
+    assert_ne!(changed.is_error, Some(true), "{}", text(&changed));
+    // The proxy lists the upstream again when told; wait for it to withhold.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let tools = client.list_all_tools().await.expect("tools/list");
+        if !names(&tools).contains(&"shop__lookup_policy".to_owned()) {
+            assert!(names(&tools).contains(&"shop__change".to_owned()));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never withheld: {:?}",
+            names(&tools)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = call(&client, "shop__lookup_policy", json!({})).await;
+    assert_eq!(after.is_error, Some(true), "{}", text(&after));
+    assert!(text(&after).contains("unknown-tool"), "{}", text(&after));
+    assert!(text(&after).contains("withholds"), "{}", text(&after));
+    client.cancel().await.expect("the client stops");
+
+    let withheld: Vec<Value> = audit_entries(dir.path())
+        .into_iter()
+        .filter(|entry| entry["event"] == "mcp_tool_withheld")
+        .collect();
+    assert_eq!(withheld.len(), 1, "{withheld:?}");
+    let entry = &withheld[0];
+    assert_eq!(entry["upstream"], "shop");
+    assert_eq!(entry["tool"], "lookup_policy");
+    let (pinned, listed) = (
+        entry["pinned"].as_str().unwrap_or_default(),
+        entry["listed"].as_str().unwrap_or_default(),
+    );
+    assert!(
+        pinned.len() == 64 && listed.len() == 64 && pinned != listed,
+        "{entry}"
+    );
+    assert!(entry["ts"].is_string(), "{entry}");
+
+    let diff = pin(true);
+    let shown = String::from_utf8_lossy(&diff.stdout);
+    assert_eq!(diff.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("changed: shop__lookup_policy"), "{shown}");
+    assert!(shown.contains("\n  description: \""), "{shown}");
+    assert!(
+        !shown.contains("inputSchema"),
+        "only the field that changed: {shown}"
+    );
+
+    // The next proxy withholds it from the start (once the first has let the log go).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let next = loop {
+        let mut command = Command::new(TOOLTRUST);
+        command.args(["mcp", "proxy", "--config"]).arg(&config);
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the proxy starts");
+        match person(None).serve(transport).await {
+            Ok(client) => break client,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "the log stayed locked: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let listed = next.list_tools(None).await.expect("tools/list");
+    assert!(!names(&listed.tools).contains(&"shop__lookup_policy".to_owned()));
+    let meta = serde_json::to_value(&listed.meta).expect("json");
+    assert_eq!(
+        meta["tooltrust"]["withheld"][0]["tool"], "shop__lookup_policy",
+        "{meta}"
+    );
+    next.cancel().await.expect("the client stops");
+}
+
+/// An upstream whose tool names cannot be told apart (a name listed twice, a name
+/// starting with `_`) is unavailable — on standard error, in `tools/list`'s `_meta` and
+/// in the audit log — and the good one beside it serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_colliding_upstream_is_unavailable_and_the_others_serve() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let outbox = dir.path().join("outbox.txt");
+    let upstreams = format!(
+        "{}{}{}",
+        attacker("dup", "duplicate", "", ""),
+        mail(&outbox),
+        attacker("under", "underscore", "", ""),
+    );
+    let config = write_config(dir.path(), &upstreams);
+    let errors = dir.path().join("stderr.txt");
+    let client = proxy_with(
+        &config,
+        &[],
+        Stdio::from(std::fs::File::create(&errors).expect("a file")),
+    )
+    .await;
+    let listed = client.list_tools(None).await.expect("tools/list");
+    let names: Vec<&str> = listed.tools.iter().map(|tool| &*tool.name).collect();
+    assert!(names.contains(&"mail__send_email"), "{names:?}");
+    assert!(
+        names
+            .iter()
+            .all(|name| !name.starts_with("dup__") && !name.starts_with("under__")),
+        "{names:?}"
+    );
+    let meta = serde_json::to_value(&listed.meta).expect("json");
+    let unavailable: Vec<&str> = meta["tooltrust"]["unavailable"]
+        .as_array()
+        .expect("unavailable upstreams")
+        .iter()
+        .filter_map(|entry| entry["upstream"].as_str())
+        .collect();
+    assert_eq!(unavailable, ["dup", "under"], "{meta}");
+    let policy = call(&client, "mail__lookup_policy", json!({})).await;
+    assert_ne!(policy.is_error, Some(true), "{}", text(&policy));
+    let unknown = call(&client, "under___send_email", json!({})).await;
+    assert_eq!(unknown.is_error, Some(true), "{}", text(&unknown));
+    client.cancel().await.expect("the client stops");
+    let reported = std::fs::read_to_string(&errors).expect("stderr");
+    for upstream in ["\"dup\"", "\"under\""] {
+        assert!(
+            reported.contains(&format!("upstream {upstream} is unavailable")),
+            "{reported}"
+        );
+    }
+    let recorded = audit_entries(dir.path())
+        .into_iter()
+        .filter(|entry| entry["event"] == "mcp_upstream_unavailable")
+        .count();
+    assert_eq!(recorded, 2);
+
+    // An upstream name ending in `_` is refused at start.
+    let bad = write_config(
+        dir.path(),
+        &format!("\n[[upstream]]\nname = \"mail_\"\ncommand = [{TOOLTRUST:?}]\n"),
+    );
+    let refused = std::process::Command::new(TOOLTRUST)
+        .args(["mcp", "proxy", "--config"])
+        .arg(&bad)
+        .stdin(Stdio::null())
+        .output()
+        .expect("tooltrust runs");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("mail_"));
+}
+
+/// An upstream process sees a cleared environment plus PATH, HOME, LANG, TZ and its
+/// configured `env`: none of the host's secrets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_reads_none_of_the_hosts_secrets() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = write_config(
+        dir.path(),
+        &attacker(
+            "box",
+            "dump-env",
+            "GREETING = \"hello\"",
+            "\"env\" = { trust = \"trusted\", read_only = true }",
+        ),
+    );
+    let secret = "sk-live-3f9a1c0ffee";
+    let client = proxy_with(
+        &config,
+        &[
+            ("OPENAI_API_KEY", secret),
+            ("PATH", "/usr/bin:/bin"),
+            ("TZ", "UTC"),
+        ],
+        Stdio::inherit(),
+    )
+    .await;
+    let dumped = call(&client, "box__env", json!({})).await;
+    let env = text(&dumped);
+    assert_ne!(dumped.is_error, Some(true), "{env}");
+    assert!(!env.contains(secret), "{env}");
+    assert!(!env.contains("OPENAI_API_KEY"), "{env}");
+    assert!(!env.contains("CARGO"), "nothing else of the host: {env}");
+    for kept in ["GREETING=hello", "PATH=/usr/bin:/bin", "TZ=UTC"] {
+        assert!(env.contains(kept), "{kept} not in {env}");
+    }
+    client.cancel().await.expect("the client stops");
+}

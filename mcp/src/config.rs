@@ -33,9 +33,57 @@ pub struct ProxyConfig {
     /// call is only reported held.
     #[serde(default)]
     pub store: Option<Spanned<String>>,
+    /// Whether tool definitions must match the lock file written by `tooltrust mcp pin`:
+    /// `auto` (the default: when the lock file exists) or `required` (a missing lock
+    /// leaves every tool unpinned, so withheld).
+    #[serde(default)]
+    pub pin: PinMode,
+    /// Whether the session starts tainted when an upstream's own metadata (descriptions,
+    /// schema strings) of a tool not declared `trusted` is shown to the host without a
+    /// `description` of the config's own (default `true`). Set `false` only for hosts
+    /// that never show tool descriptions to a model.
+    #[serde(default = "yes")]
+    pub metadata_taints: bool,
+    /// How many bytes of an upstream's text a description (of a tool, or a string in its
+    /// schema) may show; the rest is cut (default 1024).
+    #[serde(default = "default_description_bytes")]
+    pub max_description_bytes: usize,
+    /// How many bytes of text (strings and property names) a tool's input schema may
+    /// hold; descriptions past it are cut, and a schema whose values alone exceed it is
+    /// not served (default 16384).
+    #[serde(default = "default_schema_bytes")]
+    pub max_schema_bytes: usize,
     /// The servers the proxy fronts.
     #[serde(default)]
     pub upstream: Vec<Upstream>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The default of [`ProxyConfig::max_description_bytes`].
+pub const DEFAULT_DESCRIPTION_BYTES: usize = 1024;
+/// The default of [`ProxyConfig::max_schema_bytes`].
+pub const DEFAULT_SCHEMA_BYTES: usize = 16 * 1024;
+
+fn default_description_bytes() -> usize {
+    DEFAULT_DESCRIPTION_BYTES
+}
+
+fn default_schema_bytes() -> usize {
+    DEFAULT_SCHEMA_BYTES
+}
+
+/// When tool definitions are checked against their pins.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PinMode {
+    /// Checked when the lock file exists.
+    #[default]
+    Auto,
+    /// Always checked: without a lock file, no tool is pinned, so none is served.
+    Required,
 }
 
 /// Whether the gate's decisions are enforced.
@@ -61,7 +109,9 @@ pub struct Upstream {
     /// Its streamable-HTTP endpoint.
     #[serde(default)]
     pub url: Option<Spanned<String>>,
-    /// Environment variables for the command.
+    /// Environment variables for the command, added to the few it inherits from the
+    /// proxy (`PATH`, `HOME`, `LANG`, `TZ`); nothing else of the proxy's environment
+    /// reaches it.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Declarations by tool-name pattern, in order: the first match wins.
@@ -70,7 +120,7 @@ pub struct Upstream {
 }
 
 /// What the host declares of the tools a pattern matches.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolDeclaration {
     /// `trusted` or `untrusted`.
@@ -78,6 +128,10 @@ pub struct ToolDeclaration {
     /// Whether the tools change nothing (default: they are consequential).
     #[serde(default)]
     pub read_only: bool,
+    /// The description the host shows instead of the upstream's (which, for a tool not
+    /// declared `trusted`, is outsiders' text).
+    #[serde(default)]
+    pub description: Option<String>,
 }
 
 /// A tool's declared trust, as the file spells it.
@@ -159,12 +213,16 @@ impl ProxyConfig {
                 && name
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-                && !name.contains("__");
+                && !name.contains("__")
+                // `mail_` + `_x` would read as `mail` + `__x`: with no `_` at the end of an
+                // upstream's name (and none at the start of a tool's), `<upstream>__<tool>`
+                // splits one way only.
+                && !name.ends_with('_');
             if !valid {
                 return Err(ConfigError {
                     line: at(upstream.name.span()),
                     message: format!(
-                        "key `name`, value {name:?}: an upstream name is 1 to 32 of A-Z, a-z, 0-9, `-`, `_`, without `__`"
+                        "key `name`, value {name:?}: an upstream name is 1 to 32 of A-Z, a-z, 0-9, `-`, `_`, without `__` and not ending in `_`"
                     ),
                 });
             }
@@ -206,6 +264,17 @@ impl ProxyConfig {
                 }
             }
         }
+        for (key, value) in [
+            ("max_description_bytes", config.max_description_bytes),
+            ("max_schema_bytes", config.max_schema_bytes),
+        ] {
+            if !(16..=1 << 24).contains(&value) {
+                return Err(ConfigError {
+                    line: key_line(text, key),
+                    message: format!("key `{key}`, value {value}: between 16 and 16777216"),
+                });
+            }
+        }
         Ok(config)
     }
 }
@@ -231,7 +300,7 @@ impl Upstream {
         self.tools
             .iter()
             .fold(Declarations::new(), |declarations, (pattern, declared)| {
-                declarations.declare(
+                declarations.declare_described(
                     pattern.clone(),
                     Declared {
                         trust: match declared.trust {
@@ -244,9 +313,21 @@ impl Upstream {
                             Effects::Consequential
                         },
                     },
+                    declared.description.clone(),
                 )
             })
     }
+}
+
+/// The line of a top-level `key = …`, for errors found after parsing.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|line| {
+            line.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|index| index + 1)
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -310,10 +391,37 @@ url = "http://127.0.0.1:9000/mcp"
             Effects::Consequential
         );
         assert_eq!(declarations.of("delete_all"), Declared::UNDECLARED);
+        assert_eq!(declarations.description_of("send_email"), None);
+        assert_eq!(config.pin, PinMode::Auto);
+        assert!(config.metadata_taints);
+        assert_eq!(config.max_description_bytes, DEFAULT_DESCRIPTION_BYTES);
         assert_eq!(
             config.upstream[1].endpoint(),
             Some(Endpoint::Url("http://127.0.0.1:9000/mcp".into()))
         );
+    }
+
+    #[test]
+    fn pins_metadata_and_descriptions_are_read() {
+        let text = GOOD
+            .replace(
+                "strict_isolation = false",
+                "pin = \"required\"\nmetadata_taints = false\nmax_schema_bytes = 4096",
+            )
+            .replace(
+                "\"send_*\" = { trust = \"trusted\" }",
+                "\"send_*\" = { trust = \"untrusted\", description = \"Sends an email.\" }",
+            );
+        let config = ProxyConfig::parse(&text).unwrap();
+        assert_eq!(config.pin, PinMode::Required);
+        assert!(!config.metadata_taints);
+        assert_eq!(config.max_schema_bytes, 4096);
+        let declarations = config.upstream[0].declarations();
+        assert_eq!(
+            declarations.description_of("send_email"),
+            Some("Sends an email.")
+        );
+        assert_eq!(declarations.description_of("fetch_page"), None);
     }
 
     #[test]
@@ -346,6 +454,21 @@ url = "http://127.0.0.1:9000/mcp"
                 GOOD.replace("strict_isolation = false", "store = \"mysql://x\""),
                 3,
                 "mysql://x",
+            ),
+            (
+                GOOD.replace("name = \"docs\"", "name = \"mail_\""),
+                16,
+                "mail_",
+            ),
+            (
+                GOOD.replace("strict_isolation = false", "pin = \"sometimes\""),
+                3,
+                "sometimes",
+            ),
+            (
+                GOOD.replace("strict_isolation = false", "max_description_bytes = 1"),
+                3,
+                "max_description_bytes",
             ),
         ];
         for (text, line, needle) in cases {

@@ -1,14 +1,19 @@
 //! A remote MCP server's tools as registry tools, with the trust the host declares.
 
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, ContentBlock, ResourceContents};
-use rmcp::service::{RoleClient, RunningService, ServiceError};
-use rmcp::{Peer, ServiceExt};
+use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceError};
+use rmcp::{ClientHandler, Peer, ServiceExt};
 use serde_json::Value;
+use tokio::sync::Notify;
 use tooltrust::tool::{ArtifactHandle, Content, DynamicTool, Effects, Media};
 
 use crate::declaration::Declarations;
+use crate::metadata::{MetadataLimits, shown};
+use crate::pin::Definition;
 
 /// Why a remote server's tools could not be taken, or a remote call failed.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +34,10 @@ pub enum ConnectError {
         #[source]
         source: tooltrust::registry::RegistryError,
     },
+    /// The server listed a tool name twice, or one starting with `_` (which, after the
+    /// `<upstream>__` prefix, could pass for another upstream's tool).
+    #[error("the MCP server lists a tool name that cannot be told apart: {0:?}")]
+    ToolName(String),
 }
 
 /// Why a remote call gave no result; the tool's output is then this error, rendered as
@@ -49,17 +58,40 @@ pub enum RemoteCallError {
 
 /// A connected remote server and its tools.
 pub struct Remote {
-    service: RunningService<RoleClient, ()>,
+    service: RunningService<RoleClient, Client>,
     tools: Vec<DynamicTool>,
+    listed: Vec<Listed>,
+}
+
+/// One tool as the server listed it, and what the host is shown of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    /// Its definition as the server gave it, and the hash a pin compares.
+    pub definition: Definition,
+    /// Its name in the registry (the prefix and the server's name).
+    pub local_name: String,
+    /// The description the host is shown (the host's own, the server's neutralised and
+    /// capped, or the server's as written for a tool declared `trusted`).
+    pub description: String,
+    /// Whether the host is shown text the server wrote for a tool not declared
+    /// `trusted` (see the proxy's `metadata_taints`).
+    pub outsiders_text: bool,
+    /// `Some` when the tool is not among the tools: why.
+    pub refused: Option<String>,
 }
 
 impl Remote {
+    /// Every tool the server listed, in its order, served or not.
+    pub fn listed(&self) -> &[Listed] {
+        &self.listed
+    }
+
     /// The remote tools, to add to a registry (`Registry::builder().tool(…)`).
     pub fn into_tools(self) -> (Vec<DynamicTool>, Connection) {
         (
             self.tools,
             Connection {
-                _service: self.service,
+                service: self.service,
             },
         )
     }
@@ -67,7 +99,33 @@ impl Remote {
 
 /// Keeps a remote server's connection open; dropping it closes the connection.
 pub struct Connection {
-    _service: RunningService<RoleClient, ()>,
+    service: RunningService<RoleClient, Client>,
+}
+
+impl Connection {
+    /// Lists the server's tools again: their definitions as it gives them now.
+    pub async fn definitions(&self) -> Result<Vec<Definition>, ConnectError> {
+        let listed = self
+            .service
+            .list_all_tools()
+            .await
+            .map_err(ConnectError::List)?;
+        Ok(listed.iter().map(Definition::of).collect())
+    }
+}
+
+/// The client side of a connection: tells the host when the server's tools change.
+#[derive(Clone, Default)]
+pub(crate) struct Client {
+    changed: Option<Arc<Notify>>,
+}
+
+impl ClientHandler for Client {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(changed) = &self.changed {
+            changed.notify_one();
+        }
+    }
 }
 
 /// How [`connect`] names and calls remote tools.
@@ -78,6 +136,11 @@ pub struct ConnectOptions {
     pub prefix: String,
     /// How long a remote call may take.
     pub timeout: Duration,
+    /// How much of the server's text a tool not declared `trusted` may show.
+    pub limits: MetadataLimits,
+    /// Notified when the server says its tools changed (`notifications/tools/list_changed`);
+    /// [`Connection::definitions`] then lists them again.
+    pub tools_changed: Option<Arc<Notify>>,
 }
 
 impl Default for ConnectOptions {
@@ -85,6 +148,8 @@ impl Default for ConnectOptions {
         ConnectOptions {
             prefix: String::new(),
             timeout: Duration::from_secs(60),
+            limits: MetadataLimits::default(),
+            tools_changed: None,
         }
     }
 }
@@ -94,6 +159,12 @@ impl Default for ConnectOptions {
 /// annotations are shown in the description but never raise trust. A tool the server adds
 /// later is unknown to the registry until the host declares and connects again (fail
 /// closed); a tool it removes fails when called.
+///
+/// The server's descriptions and schemas are its text: for a tool not declared `trusted`
+/// they are neutralised and capped, or replaced by the host's description (see
+/// [`Declarations::declare_described`]); a tool whose schema cannot be shown so is left
+/// out, and [`Remote::listed`] says why. A server that lists a name twice, or one starting
+/// with `_`, is refused.
 pub async fn connect<T, E, A>(
     transport: T,
     declarations: &Declarations,
@@ -103,18 +174,49 @@ where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let service = ()
+    let client = Client {
+        changed: options.tools_changed.clone(),
+    };
+    let service = client
         .serve(transport)
         .await
         .map_err(|error| ConnectError::Handshake(Box::new(error)))?;
     let listed = service.list_all_tools().await.map_err(ConnectError::List)?;
+    let mut names = HashSet::with_capacity(listed.len());
+    for remote in &listed {
+        if remote.name.starts_with('_') || !names.insert(&*remote.name) {
+            return Err(ConnectError::ToolName(remote.name.to_string()));
+        }
+    }
     let mut tools = Vec::with_capacity(listed.len());
+    let mut listing = Vec::with_capacity(listed.len());
     for remote in listed {
         let name = format!("{}{}", options.prefix, remote.name);
         let declared = declarations.of(&remote.name);
-        let mut description = remote.description.as_deref().unwrap_or_default().to_owned();
-        if let Some(annotations) = &remote.annotations {
-            // Shown, never believed.
+        let definition = Definition::of(&remote);
+        let shown = match shown(
+            &remote,
+            declared,
+            declarations.description_of(&remote.name),
+            options.limits,
+        ) {
+            Ok(shown) => shown,
+            Err(why) => {
+                listing.push(Listed {
+                    definition,
+                    local_name: name,
+                    description: String::new(),
+                    outsiders_text: false,
+                    refused: Some(why),
+                });
+                continue;
+            }
+        };
+        let mut description = shown.description;
+        // Shown, never believed; the host's own description is shown as written.
+        if declarations.description_of(&remote.name).is_none()
+            && let Some(annotations) = &remote.annotations
+        {
             description.push_str(&format!(
                 " (the server claims: read-only {:?}, destructive {:?})",
                 annotations.read_only_hint, annotations.destructive_hint
@@ -126,9 +228,16 @@ where
         let peer = service.peer().clone();
         let remote_name = remote.name.to_string();
         let timeout = options.timeout;
+        listing.push(Listed {
+            definition,
+            local_name: name.clone(),
+            description: description.clone(),
+            outsiders_text: shown.outsiders_text,
+            refused: None,
+        });
         let mut builder = DynamicTool::builder(name.clone())
             .description(description)
-            .schema(Value::Object((*remote.input_schema).clone()))
+            .schema(Value::Object(shown.schema))
             .trust(declared.trust)
             .handler(move |args, _contexts| {
                 let peer = peer.clone();
@@ -143,7 +252,11 @@ where
             .map_err(|source| ConnectError::Tool { tool: name, source })?;
         tools.push(tool);
     }
-    Ok(Remote { service, tools })
+    Ok(Remote {
+        service,
+        tools,
+        listed: listing,
+    })
 }
 
 async fn call_remote(

@@ -26,7 +26,7 @@ impl Declared {
 /// `*` stands for any run of characters (`fetch_*`, `*`).
 #[derive(Debug, Clone, Default)]
 pub struct Declarations {
-    rules: Vec<(String, Declared)>,
+    rules: Vec<(String, Declared, Option<String>)>,
 }
 
 impl Declarations {
@@ -36,17 +36,38 @@ impl Declarations {
     }
 
     /// Adds a pattern after those already added.
-    pub fn declare(mut self, pattern: impl Into<String>, declared: Declared) -> Self {
-        self.rules.push((pattern.into(), declared));
+    pub fn declare(self, pattern: impl Into<String>, declared: Declared) -> Self {
+        self.declare_described(pattern, declared, None)
+    }
+
+    /// Like [`Declarations::declare`], with the description the host shows for the
+    /// matched tools instead of the server's, when `description` is `Some`.
+    pub fn declare_described(
+        mut self,
+        pattern: impl Into<String>,
+        declared: Declared,
+        description: Option<String>,
+    ) -> Self {
+        self.rules.push((pattern.into(), declared, description));
         self
     }
 
     /// What the host declares of `tool`.
     pub fn of(&self, tool: &str) -> Declared {
+        self.rule_of(tool)
+            .map_or(Declared::UNDECLARED, |(_, declared, _)| *declared)
+    }
+
+    /// The host's own description of `tool`, if the pattern that matches it gives one.
+    pub fn description_of(&self, tool: &str) -> Option<&str> {
+        self.rule_of(tool)
+            .and_then(|(_, _, description)| description.as_deref())
+    }
+
+    fn rule_of(&self, tool: &str) -> Option<&(String, Declared, Option<String>)> {
         self.rules
             .iter()
-            .find(|(pattern, _)| matches(pattern, tool))
-            .map_or(Declared::UNDECLARED, |(_, declared)| *declared)
+            .find(|(pattern, _, _)| matches(pattern, tool))
     }
 }
 

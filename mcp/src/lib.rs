@@ -21,12 +21,17 @@ pub mod config;
 mod connect;
 mod declaration;
 pub mod demo;
+mod metadata;
+pub mod pin;
 pub mod proxy;
 mod serve;
 pub mod stdio;
 
-pub use connect::{ConnectError, ConnectOptions, Connection, Remote, RemoteCallError, connect};
+pub use connect::{
+    ConnectError, ConnectOptions, Connection, Listed, Remote, RemoteCallError, connect,
+};
 pub use declaration::{Declarations, Declared};
+pub use metadata::MetadataLimits;
 pub use serve::{ReviewQueue, ScopeServer, tool_of};
 
 /// Why serving ended with an error.

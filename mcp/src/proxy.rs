@@ -3,17 +3,53 @@
 //! (namespaced `<upstream>__<tool>`), and puts every call through one scope's gate —
 //! one proxy process over stdio is one client session, so one scope. Every decision goes
 //! to the audit log in the configured directory.
+//!
+//! An upstream is an outsider, and so is everything it says:
+//!
+//! - **Metadata is input.** A tool not declared `trusted` is shown with its description and
+//!   schema neutralised (the runtime's sealed neutraliser) and capped
+//!   (`max_description_bytes`, `max_schema_bytes`), or with the host's own `description`.
+//!   When such a tool shows text the server wrote, the session starts tainted (a
+//!   consequential call is then held), unless the configuration says
+//!   `metadata_taints = false`. No titles, server instructions, prompts or resources of an
+//!   upstream are forwarded.
+//! - **Pinning.** With a lock file beside the configuration (`tooltrust mcp pin`), or
+//!   `pin = "required"`, a tool whose definition differs from its pin, or has none, is
+//!   withheld: absent from `tools/list`, unknown when called, and recorded in the audit
+//!   log with both hashes. When an upstream says its tools changed, they are listed again
+//!   and a changed one is withheld for the rest of the session.
+//! - **One upstream cannot take the proxy down.** An upstream that cannot be reached, or
+//!   whose tool names collide (`mail` + `_send_email` against `mail_` + `send_email`), is
+//!   unavailable — recorded, reported on standard error and in `tools/list`'s `_meta` —
+//!   and the others serve.
+//! - **Nor read its secrets.** An upstream process starts with a cleared environment and
+//!   only [`INHERITED_ENV`] and its configured `env`.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 
+use rmcp::Peer;
+use rmcp::service::RoleServer;
+use serde_json::{Map, Value, json};
 use tokio::process::Command;
+use tokio::sync::Notify;
 use tooltrust::audit::AuditLog;
+use tooltrust::call::Checksum;
+use tooltrust::gate::{Decision, GateContext, Rule, rule};
+use tooltrust::tool::Tool as _;
 use tooltrust::{Id, Policy, Registry, Session};
 
-use crate::config::{ConfigError, Endpoint, Mode, ProxyConfig};
-use crate::connect::{ConnectOptions, Connection, connect};
-use crate::serve::ScopeServer;
+use crate::config::{ConfigError, Endpoint, Mode, PinMode, ProxyConfig, Upstream};
+use crate::connect::{ConnectOptions, Connection, Remote, connect};
+use crate::metadata::MetadataLimits;
+use crate::pin::{Change, Definition, Lock, LockError, Standing, lock_path};
+use crate::serve::{Listing, ScopeServer};
+
+/// The variables of the proxy's own environment an upstream process inherits (when the
+/// proxy has them); nothing else of it (API keys, tokens) reaches an upstream. Its `env`
+/// in the configuration adds to these.
+pub const INHERITED_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TZ"];
 
 /// Why the proxy did not start, or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +82,22 @@ pub enum ProxyError {
         #[source]
         source: tooltrust::audit::AuditError,
     },
+    /// What the proxy found at start (an unavailable upstream, a withheld tool) could not
+    /// be recorded in the audit log.
+    #[error("cannot record in the audit log")]
+    Record(#[source] tooltrust::audit::AuditError),
+    /// The lock file of pinned tool definitions was refused.
+    #[error("the lock file was refused")]
+    Lock(#[source] LockError),
+    /// An upstream could not be reached, when every one must be (to pin them).
+    #[error("upstream {upstream:?} is unavailable")]
+    Upstream {
+        /// The upstream.
+        upstream: String,
+        /// Why.
+        #[source]
+        source: Unavailable,
+    },
     /// The upstreams' tools could not form one registry (two with one name, say).
     #[error("the upstreams' tools do not form one registry")]
     Registry(#[source] tooltrust::registry::RegistryError),
@@ -73,99 +125,373 @@ pub type Unavailable = Box<dyn std::error::Error + Send + Sync>;
 /// A proxy ready to serve: its scope's server and the upstream connections it keeps open.
 pub struct Proxy {
     server: ScopeServer,
-    /// Upstreams that could not be reached at start, and why (their tools are unknown).
+    /// Upstreams that could not be reached at start, or whose tool names collide, and why
+    /// (their tools are unknown).
     pub unavailable: Vec<(String, Unavailable)>,
-    _connections: Vec<Connection>,
+    /// Tools not served from the start (by their name here), and why: a definition that
+    /// differs from its pin or has none, or metadata that cannot be shown.
+    pub withheld: Vec<(String, String)>,
+    guard: Arc<Guard>,
+    connections: Vec<Arc<Connection>>,
+}
+
+/// What the proxy withholds, shared by `tools/list`, the gate and the upstreams' watchers.
+struct Guard {
+    /// Tools listed at start and withheld since (by their name here), and why.
+    withheld: RwLock<BTreeMap<String, String>>,
+    /// `tools/list`'s `_meta.tooltrust`: unavailable upstreams and tools withheld at start.
+    unavailable: Vec<Value>,
+    left_out: Vec<Value>,
+    /// The host, once it is connected: told when a tool is withheld.
+    host: OnceLock<Peer<RoleServer>>,
+}
+
+impl Listing for Guard {
+    fn listed(&self, name: &str) -> bool {
+        // A poisoned lock lists nothing it might have withheld (fail closed).
+        self.withheld
+            .read()
+            .is_ok_and(|withheld| !withheld.contains_key(name))
+    }
+
+    fn meta(&self) -> Option<Map<String, Value>> {
+        let withheld: Vec<Value> = match self.withheld.read() {
+            Ok(withheld) => withheld
+                .iter()
+                .map(|(tool, reason)| json!({"tool": tool, "reason": reason}))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        if self.unavailable.is_empty() && self.left_out.is_empty() && withheld.is_empty() {
+            return None;
+        }
+        let mut all = self.left_out.clone();
+        all.extend(withheld);
+        let mut meta = Map::new();
+        meta.insert(
+            "tooltrust".into(),
+            json!({"unavailable": self.unavailable, "withheld": all}),
+        );
+        Some(meta)
+    }
+}
+
+/// The gate's rule for withheld tools: unknown, like a tool the registry does not hold
+/// (so observe mode lets none through either).
+struct WithheldRule(Arc<Guard>);
+
+impl Rule for WithheldRule {
+    fn name(&self) -> &str {
+        "mcp-withheld"
+    }
+
+    fn evaluate(&self, cx: &GateContext<'_>) -> Option<Decision> {
+        let tool = cx.call.tool();
+        let Ok(withheld) = self.0.withheld.read() else {
+            return Some(Decision::deny(
+                rule::UNKNOWN_TOOL,
+                "the proxy's withheld tools cannot be read",
+            ));
+        };
+        withheld.get(tool).map(|why| {
+            Decision::deny(
+                rule::UNKNOWN_TOOL,
+                format!("unknown tool `{tool}`: the proxy withholds it ({why})"),
+            )
+        })
+    }
+}
+
+/// An upstream whose tool list the proxy watches.
+struct Watched {
+    upstream: String,
+    connection: Weak<Connection>,
+    changed: Arc<Notify>,
+    /// The upstream's name of each tool served → its name here and the hash accepted.
+    accepted: HashMap<String, (String, Checksum)>,
+}
+
+/// An error and its causes, on one line.
+fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// A reason fit for `tools/list`: causes may quote what an upstream said, so it is
+/// neutralised and capped like its metadata.
+fn shown_reason(text: &str) -> String {
+    let mut end = text.len().min(500);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    tooltrust::envelope::neutralise(&text[..end])
+        .text
+        .into_owned()
+}
+
+fn read_config(path: &Path) -> Result<ProxyConfig, ProxyError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ProxyError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    ProxyConfig::parse(&text).map_err(|error| ProxyError::Config {
+        path: path.to_owned(),
+        error,
+    })
+}
+
+/// The directory paths in the configuration are relative to, never wherever the host
+/// started us.
+fn config_dir(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new("."))
+}
+
+/// The command that starts a stdio upstream: a cleared environment, then
+/// [`INHERITED_ENV`], then its configured `env`.
+fn command_of(program: &str, args: &[String], upstream: &Upstream) -> Command {
+    let mut command = Command::new(program);
+    command.args(args).env_clear();
+    for key in INHERITED_ENV {
+        if let Some(value) = std::env::var_os(key) {
+            command.env(key, value);
+        }
+    }
+    // Windows programs need these to start at all.
+    #[cfg(windows)]
+    for key in ["SYSTEMROOT", "WINDIR"] {
+        if let Some(value) = std::env::var_os(key) {
+            command.env(key, value);
+        }
+    }
+    command.envs(&upstream.env);
+    command
+}
+
+/// Starts or reaches `upstream` and lists its tools.
+async fn reach(upstream: &Upstream, options: ConnectOptions) -> Result<Remote, Unavailable> {
+    let declarations = upstream.declarations();
+    match upstream.endpoint() {
+        Some(Endpoint::Command { program, args }) => {
+            let command = command_of(&program, &args, upstream);
+            let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+                .stderr(std::process::Stdio::inherit())
+                .spawn()?;
+            Ok(connect(transport, &declarations, options).await?)
+        }
+        Some(Endpoint::Url(url)) => {
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
+            Ok(connect(transport, &declarations, options).await?)
+        }
+        None => Err(Unavailable::from("the upstream has no endpoint")),
+    }
+}
+
+/// The audit event of a withheld tool.
+fn withheld_event(
+    upstream: &str,
+    tool: &str,
+    pinned: Option<Checksum>,
+    listed: Checksum,
+    reason: &str,
+) -> Value {
+    json!({
+        "event": "mcp_tool_withheld",
+        "upstream": upstream,
+        "tool": tool,
+        "pinned": pinned.map(|hash| hash.to_hex()),
+        "listed": listed.to_hex(),
+        "reason": reason,
+    })
 }
 
 impl Proxy {
     /// Reads the configuration at `path`, opens the audit log, connects to every
-    /// upstream (one that cannot be reached is reported in [`Proxy::unavailable`], and
-    /// its tools stay unknown) and opens the session's scope.
+    /// upstream (one that cannot be reached, or whose tool names collide, is reported in
+    /// [`Proxy::unavailable`], and its tools stay unknown), checks the tools against
+    /// their pins, and opens the session's scope — tainted if the host is shown text an
+    /// upstream wrote.
     pub async fn start(path: &Path) -> Result<Proxy, ProxyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ProxyError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let config = ProxyConfig::parse(&text).map_err(|error| ProxyError::Config {
-            path: path.to_owned(),
-            error,
-        })?;
-        // Relative to the configuration file, never to wherever the host started us.
-        let dir = path
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join(&config.audit_log);
-        let log = AuditLog::open(&dir).map_err(|source| ProxyError::Audit {
+        let config = read_config(path)?;
+        let dir = config_dir(path).join(&config.audit_log);
+        let log = Arc::new(AuditLog::open(&dir).map_err(|source| ProxyError::Audit {
             dir: dir.clone(),
             source,
-        })?;
+        })?);
+        let pins = match (
+            Lock::read(&lock_path(path)).map_err(ProxyError::Lock)?,
+            config.pin,
+        ) {
+            (Some(lock), _) => Some(lock),
+            (None, PinMode::Required) => Some(Lock::default()),
+            (None, PinMode::Auto) => None,
+        };
+        let limits = MetadataLimits {
+            description_bytes: config.max_description_bytes,
+            schema_bytes: config.max_schema_bytes,
+        };
         let mut builder = Registry::builder();
+        let mut taken: HashMap<String, String> = HashMap::new();
+        let mut watched = Vec::new();
         let mut connections = Vec::new();
-        let mut unavailable = Vec::new();
+        let mut unavailable: Vec<(String, Unavailable)> = Vec::new();
+        let mut withheld = Vec::new();
+        let mut events = Vec::new();
+        let mut outsiders_text = Vec::new();
         for upstream in &config.upstream {
             let name = upstream.name.get_ref().clone();
+            let changed = Arc::new(Notify::new());
             let options = ConnectOptions {
                 prefix: format!("{name}__"),
+                limits,
+                tools_changed: Some(Arc::clone(&changed)),
                 ..ConnectOptions::default()
             };
-            let declarations = upstream.declarations();
-            let connected = match upstream.endpoint() {
-                Some(Endpoint::Command { program, args }) => {
-                    let mut command = Command::new(program);
-                    command.args(args).envs(&upstream.env);
-                    match rmcp::transport::TokioChildProcess::builder(command)
-                        .stderr(std::process::Stdio::inherit())
-                        .spawn()
-                    {
-                        Ok((transport, _)) => connect(transport, &declarations, options)
-                            .await
-                            .map_err(Unavailable::from),
-                        Err(error) => Err(Unavailable::from(error)),
-                    }
+            let remote = match reach(upstream, options).await {
+                Ok(remote) => remote,
+                Err(error) => {
+                    unavailable.push((name, error));
+                    continue;
                 }
-                Some(Endpoint::Url(url)) => {
-                    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
-                    connect(transport, &declarations, options)
-                        .await
-                        .map_err(Unavailable::from)
-                }
-                None => Err(Unavailable::from("the upstream has no endpoint")),
             };
-            match connected {
-                Ok(remote) => {
-                    let (tools, connection) = remote.into_tools();
-                    for tool in tools {
-                        builder = builder.tool(tool);
-                    }
-                    connections.push(connection);
-                }
-                Err(error) => unavailable.push((name, error)),
+            // Names are unique within an upstream (`connect` checks) and `__` splits a
+            // name one way only (the configuration checks), so this is a second line.
+            let collision = remote.listed().iter().find_map(|listed| {
+                taken
+                    .get(&listed.local_name)
+                    .map(|other| (listed.local_name.clone(), other.clone()))
+            });
+            if let Some((tool, other)) = collision {
+                // Dropping `remote` closes its connection.
+                unavailable.push((
+                    name,
+                    format!("its tool name `{tool}` is already upstream {other:?}'s").into(),
+                ));
+                continue;
             }
+            let mut accepted = HashMap::new();
+            for listed in remote.listed() {
+                taken.insert(listed.local_name.clone(), name.clone());
+                let definition = &listed.definition;
+                let refusal = match (&listed.refused, &pins) {
+                    (Some(why), _) => Some((None, format!("its metadata cannot be shown: {why}"))),
+                    (None, Some(lock)) => match lock.standing(&name, definition) {
+                        Standing::Pinned => None,
+                        Standing::Changed(pinned) => Some((
+                            Some(pinned),
+                            "its definition differs from its pin; run `tooltrust mcp pin --diff` to see how".to_owned(),
+                        )),
+                        Standing::Unpinned => Some((
+                            None,
+                            "it has no pin; run `tooltrust mcp pin` to accept it".to_owned(),
+                        )),
+                    },
+                    (None, None) => None,
+                };
+                if let Some((pinned, why)) = refusal {
+                    events.push(withheld_event(
+                        &name,
+                        &definition.name,
+                        pinned,
+                        definition.sha256,
+                        &why,
+                    ));
+                    withheld.push((listed.local_name.clone(), why));
+                    continue;
+                }
+                accepted.insert(
+                    definition.name.clone(),
+                    (listed.local_name.clone(), definition.sha256),
+                );
+                if listed.outsiders_text {
+                    outsiders_text.push(format!("- {}: {}", listed.local_name, listed.description));
+                }
+            }
+            let (tools, connection) = remote.into_tools();
+            let served: HashSet<&String> = accepted.values().map(|(local, _)| local).collect();
+            for tool in tools {
+                if served.contains(&tool.spec().name.to_string()) {
+                    builder = builder.tool(tool);
+                }
+            }
+            let connection = Arc::new(connection);
+            watched.push(Watched {
+                upstream: name,
+                connection: Arc::downgrade(&connection),
+                changed,
+                accepted,
+            });
+            connections.push(connection);
+        }
+        for (upstream, why) in &unavailable {
+            events.push(json!({
+                "event": "mcp_upstream_unavailable",
+                "upstream": upstream,
+                "reason": describe(why.as_ref()),
+            }));
+        }
+        if !events.is_empty() {
+            log.append_all(&events)
+                .map_err(|partial| ProxyError::Record(partial.error))?;
         }
         let registry = builder.build().map_err(ProxyError::Registry)?;
+        let guard = Arc::new(Guard {
+            withheld: RwLock::default(),
+            unavailable: unavailable
+                .iter()
+                .map(|(upstream, why)| {
+                    json!({"upstream": upstream, "reason": shown_reason(&describe(why.as_ref()))})
+                })
+                .collect(),
+            left_out: withheld
+                .iter()
+                .map(|(tool, why)| json!({"tool": tool, "reason": why}))
+                .collect(),
+            host: OnceLock::new(),
+        });
         let mut policy = Policy::new()
             .strict_isolation(config.strict_isolation)
-            .observe(config.mode == Mode::Observe);
+            .observe(config.mode == Mode::Observe)
+            .with_rule(WithheldRule(Arc::clone(&guard)));
         if let Some(max) = config.max_repeats {
             policy = policy.max_repeats(max);
         }
+        let recorder: Arc<AuditLog> = Arc::clone(&log);
         let session = Session::builder(registry)
             .policy(policy)
-            .recorder(Arc::new(log))
+            .recorder(recorder)
             .build()
             .map_err(ProxyError::Key)?;
         let (host, person) = (Id::new("mcp-host"), Id::new("mcp-person"));
         let scope = session
             .open_scope(host.map_err(ProxyError::Id)?)
             .map_err(ProxyError::Scope)?;
-        let mut server =
-            ScopeServer::new(scope).ask_about_held_calls(person.map_err(ProxyError::Id)?);
+        if config.metadata_taints && !outsiders_text.is_empty() {
+            // The host shows these to its model: outsiders' words are in its context
+            // before the first call, as if a tool had returned them.
+            scope
+                .add_untrusted(
+                    "tool-metadata",
+                    format!(
+                        "Tool descriptions written by upstream servers, as the host was shown them:\n{}",
+                        outsiders_text.join("\n")
+                    ),
+                )
+                .map_err(ProxyError::Scope)?;
+        }
+        let mut server = ScopeServer::new(scope)
+            .ask_about_held_calls(person.map_err(ProxyError::Id)?)
+            .listing(Arc::clone(&guard) as Arc<dyn Listing>);
         if let Some(store) = &config.store {
             let (location, flag) = match tooltrust_store::Location::parse(store.get_ref()) {
                 Ok(tooltrust_store::Location::Sqlite(file)) => {
                     // Relative to the configuration file, like the audit log.
-                    let file = path.parent().unwrap_or(Path::new(".")).join(file);
+                    let file = config_dir(path).join(file);
                     let flag = format!("--sqlite {}", file.display());
                     (tooltrust_store::Location::Sqlite(file), flag)
                 }
@@ -186,10 +512,15 @@ impl Proxy {
                 .map_err(|source| ProxyError::Store(Box::new(source)))?;
             server = server.review_queue(crate::ReviewQueue::new(queue, flag));
         }
+        for upstream in watched {
+            tokio::spawn(watch(upstream, Arc::clone(&guard), Arc::clone(&log)));
+        }
         Ok(Proxy {
             server,
             unavailable,
-            _connections: connections,
+            withheld,
+            guard,
+            connections,
         })
     }
 
@@ -203,11 +534,192 @@ impl Proxy {
         let running = rmcp::ServiceExt::serve(self.server, crate::stdio::stdio())
             .await
             .map_err(|error| crate::ServeError::Handshake(Box::new(error)))?;
+        // Set once, here: a second set cannot happen.
+        let _ = self.guard.host.set(running.peer().clone());
         running
             .waiting()
             .await
             .map_err(crate::ServeError::Connection)?;
-        drop(self._connections);
+        drop(self.connections);
         Ok(())
     }
+}
+
+/// Watches one upstream: when it says its tools changed, lists them again and withholds,
+/// for the rest of the session, every served tool whose definition is no longer the one
+/// accepted at start (its pin, when pins are checked). A list that cannot be read
+/// withholds them all. Ends when the connection is gone.
+async fn watch(watched: Watched, guard: Arc<Guard>, log: Arc<AuditLog>) {
+    let mut reported: HashSet<String> = HashSet::new();
+    loop {
+        watched.changed.notified().await;
+        let Some(connection) = watched.connection.upgrade() else {
+            return;
+        };
+        let listed = connection.definitions().await;
+        drop(connection);
+        let mut found: Vec<(Option<String>, Value, String)> = Vec::new();
+        match listed {
+            Ok(definitions) => {
+                let now: HashMap<&str, &Definition> = definitions
+                    .iter()
+                    .map(|definition| (definition.name.as_str(), definition))
+                    .collect();
+                for (tool, (local, accepted)) in &watched.accepted {
+                    if let Some(definition) = now.get(tool.as_str())
+                        && definition.sha256 != *accepted
+                    {
+                        let why = "its definition changed after it was accepted; run `tooltrust mcp pin --diff` to see how";
+                        found.push((
+                            Some(local.clone()),
+                            withheld_event(
+                                &watched.upstream,
+                                tool,
+                                Some(*accepted),
+                                definition.sha256,
+                                why,
+                            ),
+                            why.to_owned(),
+                        ));
+                    }
+                }
+                for definition in &definitions {
+                    if !watched.accepted.contains_key(&definition.name)
+                        && reported.insert(definition.name.clone())
+                    {
+                        let why = "a tool added after the session started is unknown until the proxy starts again";
+                        found.push((
+                            None,
+                            withheld_event(
+                                &watched.upstream,
+                                &definition.name,
+                                None,
+                                definition.sha256,
+                                why,
+                            ),
+                            why.to_owned(),
+                        ));
+                    }
+                }
+            }
+            Err(error) => {
+                let why = format!(
+                    "its upstream said its tools changed, and they could not be listed again: {}",
+                    describe(&error)
+                );
+                for (tool, (local, accepted)) in &watched.accepted {
+                    let event = json!({
+                        "event": "mcp_tool_withheld",
+                        "upstream": watched.upstream,
+                        "tool": tool,
+                        "pinned": accepted.to_hex(),
+                        "listed": null,
+                        "reason": why,
+                    });
+                    found.push((Some(local.clone()), event, why.clone()));
+                }
+            }
+        }
+        let mut newly = Vec::new();
+        {
+            let Ok(mut withheld) = guard.withheld.write() else {
+                return;
+            };
+            for (local, event, why) in found {
+                match local {
+                    Some(local) if !withheld.contains_key(&local) => {
+                        withheld.insert(local.clone(), shown_reason(&why));
+                        newly.push((Some(local), event));
+                    }
+                    Some(_) => {}
+                    None => newly.push((None, event)),
+                }
+            }
+        }
+        if newly.is_empty() {
+            continue;
+        }
+        for (local, event) in &newly {
+            if let Some(local) = local {
+                eprintln!(
+                    "tooltrust: withholding {local}: upstream {:?} changed its definition",
+                    watched.upstream
+                );
+            }
+            // Withheld already; a failed record is reported, and the call stays unknown.
+            if let Err(error) = log.append(event) {
+                eprintln!(
+                    "tooltrust: a withheld tool could not be recorded: {}",
+                    describe(&error)
+                );
+            }
+        }
+        if newly.iter().any(|(local, _)| local.is_some())
+            && let Some(host) = guard.host.get()
+        {
+            let _ = host.notify_tool_list_changed().await;
+        }
+    }
+}
+
+/// The definitions every upstream of the configuration at `path` lists now; fails if one
+/// cannot be reached.
+async fn definitions(path: &Path) -> Result<Vec<(String, Vec<Definition>)>, ProxyError> {
+    let config = read_config(path)?;
+    let mut all = Vec::with_capacity(config.upstream.len());
+    for upstream in &config.upstream {
+        let name = upstream.name.get_ref().clone();
+        let options = ConnectOptions {
+            prefix: format!("{name}__"),
+            ..ConnectOptions::default()
+        };
+        match reach(upstream, options).await {
+            Ok(remote) => {
+                let definitions = remote
+                    .listed()
+                    .iter()
+                    .map(|listed| listed.definition.clone())
+                    .collect();
+                all.push((name, definitions));
+            }
+            Err(source) => {
+                return Err(ProxyError::Upstream {
+                    upstream: name,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(all)
+}
+
+/// `tooltrust mcp pin`: lists every upstream's tools and pins their definitions in the
+/// lock file beside the configuration at `path` (replacing it). Returns the lock file and
+/// how many tools it pins.
+pub async fn pin(path: &Path) -> Result<(PathBuf, usize), ProxyError> {
+    let mut lock = Lock {
+        version: Lock::VERSION,
+        ..Lock::default()
+    };
+    let mut count = 0;
+    for (upstream, definitions) in definitions(path).await? {
+        count += definitions.len();
+        lock.pin(&upstream, &definitions);
+    }
+    let file = lock_path(path);
+    lock.write(&file).map_err(ProxyError::Lock)?;
+    Ok((file, count))
+}
+
+/// `tooltrust mcp pin --diff`: what changed in every upstream's tools since they were
+/// pinned (everything is new when there is no lock file).
+pub async fn pin_diff(path: &Path) -> Result<Vec<Change>, ProxyError> {
+    let lock = Lock::read(&lock_path(path))
+        .map_err(ProxyError::Lock)?
+        .unwrap_or_default();
+    let mut changes = Vec::new();
+    for (upstream, definitions) in definitions(path).await? {
+        changes.extend(crate::pin::diff(&lock, &upstream, &definitions));
+    }
+    Ok(changes)
 }

@@ -22,6 +22,16 @@ pub struct ScopeServer {
     scope: Arc<Scope>,
     asker: Option<Id>,
     queue: Option<Arc<ReviewQueue>>,
+    listing: Option<Arc<dyn Listing>>,
+}
+
+/// What `tools/list` leaves out and adds to its `_meta`: the guarding proxy's withheld
+/// tools and unavailable upstreams.
+pub(crate) trait Listing: Send + Sync {
+    /// Whether the tool is listed.
+    fn listed(&self, name: &str) -> bool;
+    /// The list's `_meta`, if any.
+    fn meta(&self) -> Option<Map<String, Value>>;
 }
 
 /// A review queue for held calls a client cannot be asked about: a person decides them from
@@ -60,7 +70,14 @@ impl ScopeServer {
             scope: Arc::new(scope),
             asker: None,
             queue: None,
+            listing: None,
         }
+    }
+
+    /// Lists only the tools `listing` shows, with its `_meta`.
+    pub(crate) fn listing(mut self, listing: Arc<dyn Listing>) -> Self {
+        self.listing = Some(listing);
+        self
     }
 
     /// Keeps the held calls no one could be asked about in `queue`, and runs an approved
@@ -360,7 +377,12 @@ pub fn tool_of(entry: &CatalogEntry) -> Tool {
 
 impl ServerHandler for ScopeServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder().enable_tools();
+        // The proxy tells the host when it withholds a tool it listed.
+        ServerConfig::new(match self.listing {
+            Some(_) => capabilities.enable_tool_list_changed().build(),
+            None => capabilities.build(),
+        })
     }
 
     async fn list_tools(
@@ -368,15 +390,19 @@ impl ServerHandler for ScopeServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let listing = self.listing.as_deref();
         let tools = self
             .scope
             .session()
             .registry()
             .catalog()
             .iter()
+            .filter(|entry| listing.is_none_or(|listing| listing.listed(&entry.name)))
             .map(tool_of)
             .collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.meta = listing.and_then(Listing::meta).map(rmcp::model::MetaObject);
+        Ok(result)
     }
 
     async fn call_tool(

@@ -326,3 +326,61 @@ async fn streamable_http_both_ways() {
     assert!(rendered.starts_with("<untrusted_content_"), "{rendered}");
     assert!(rendered.contains("Refunds within 30 days."), "{rendered}");
 }
+
+/// A server's poisoned metadata, taken by `connect`: for a tool not declared `trusted`,
+/// the registry holds its description and schema neutralised, and `Remote::listed` says
+/// the host is shown outsiders' text; declared `trusted`, it is kept as written.
+#[tokio::test]
+async fn connect_neutralises_the_metadata_of_undeclared_tools() {
+    use tooltrust_mcp::demo::{MisbehavingServer, Misbehaviour, POISONED_DESCRIPTION};
+    for trusted in [false, true] {
+        let (host_end, upstream_end) = tokio::io::duplex(1 << 20);
+        tokio::spawn(async move {
+            if let Ok(running) = MisbehavingServer(Misbehaviour::Poisoned)
+                .serve(upstream_end)
+                .await
+            {
+                let _ = running.waiting().await;
+            }
+        });
+        let mut declarations = Declarations::new();
+        if trusted {
+            declarations = declarations.declare(
+                "search",
+                Declared {
+                    trust: DeclaredTrust::Trusted,
+                    effects: Effects::ReadOnly,
+                },
+            );
+        }
+        let remote = connect(host_end, &declarations, ConnectOptions::default())
+            .await
+            .expect("connected");
+        let search = remote
+            .listed()
+            .iter()
+            .find(|listed| listed.definition.name == "search")
+            .expect("listed");
+        assert_eq!(search.outsiders_text, !trusted);
+        assert_eq!(
+            search.definition.value["description"], POISONED_DESCRIPTION,
+            "the definition is the server's, for pinning"
+        );
+        let (tools, _connection) = remote.into_tools();
+        let registry = tools
+            .into_iter()
+            .fold(Registry::builder(), |builder, tool| builder.tool(tool))
+            .build()
+            .expect("a registry");
+        let entry = registry
+            .catalog()
+            .iter()
+            .find(|entry| entry.name == "search")
+            .expect("registered")
+            .clone();
+        let shown = format!("{}{}", entry.description, entry.schema);
+        for raw in ["</untrusted_content_0000>", "<|im_start|>", "[INST]"] {
+            assert_eq!(shown.contains(raw), trusted, "{raw} in {shown}");
+        }
+    }
+}
