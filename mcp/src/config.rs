@@ -402,6 +402,21 @@ url = "http://127.0.0.1:9000/mcp"
     }
 
     #[test]
+    fn the_readmes_configuration_is_read() {
+        let readme = include_str!("../../README.md");
+        let block = readme
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("a TOML block in the README");
+        let config = ProxyConfig::parse(block).unwrap();
+        assert_eq!(
+            config.upstream[0].declarations().description_of("search"),
+            Some("Searches the catalogue.")
+        );
+    }
+
+    #[test]
     fn pins_metadata_and_descriptions_are_read() {
         let text = GOOD
             .replace(
