@@ -34,9 +34,12 @@ pub enum ConnectError {
         #[source]
         source: tooltrust::registry::RegistryError,
     },
-    /// The server listed a tool name twice, or one starting with `_` (which, after the
-    /// `<upstream>__` prefix, could pass for another upstream's tool).
-    #[error("the MCP server lists a tool name that cannot be told apart: {0:?}")]
+    /// The server listed a tool name twice, one starting with `_` (which, after the
+    /// `<upstream>__` prefix, could pass for another upstream's tool), or one that with
+    /// the prefix is not a tool name (1 to 64 of `A-Z a-z 0-9 _ -`).
+    #[error(
+        "the MCP server lists a tool name that cannot be taken (twice, starting with `_`, or not a tool name): {0:?}"
+    )]
     ToolName(String),
 }
 
@@ -184,7 +187,14 @@ where
     let listed = service.list_all_tools().await.map_err(ConnectError::List)?;
     let mut names = HashSet::with_capacity(listed.len());
     for remote in &listed {
-        if remote.name.starts_with('_') || !names.insert(&*remote.name) {
+        let local = format!("{}{}", options.prefix, remote.name);
+        // The registry's rule, checked here too: a tool left out for its metadata is
+        // still named in reports.
+        let nameable = (1..=64).contains(&local.len())
+            && local
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if remote.name.starts_with('_') || !nameable || !names.insert(&*remote.name) {
             return Err(ConnectError::ToolName(remote.name.to_string()));
         }
     }

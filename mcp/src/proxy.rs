@@ -209,6 +209,8 @@ struct Watched {
     changed: Arc<Notify>,
     /// The upstream's name of each tool served → its name here and the hash accepted.
     accepted: HashMap<String, (String, Checksum)>,
+    /// The upstream's names of tools withheld already (at start, or added since).
+    reported: HashSet<String>,
 }
 
 /// An error and its causes, on one line.
@@ -375,6 +377,7 @@ impl Proxy {
                 continue;
             }
             let mut accepted = HashMap::new();
+            let mut reported = HashSet::new();
             for listed in remote.listed() {
                 taken.insert(listed.local_name.clone(), name.clone());
                 let definition = &listed.definition;
@@ -402,6 +405,7 @@ impl Proxy {
                         &why,
                     ));
                     withheld.push((listed.local_name.clone(), why));
+                    reported.insert(definition.name.clone());
                     continue;
                 }
                 accepted.insert(
@@ -425,6 +429,7 @@ impl Proxy {
                 connection: Arc::downgrade(&connection),
                 changed,
                 accepted,
+                reported,
             });
             connections.push(connection);
         }
@@ -549,8 +554,7 @@ impl Proxy {
 /// for the rest of the session, every served tool whose definition is no longer the one
 /// accepted at start (its pin, when pins are checked). A list that cannot be read
 /// withholds them all. Ends when the connection is gone.
-async fn watch(watched: Watched, guard: Arc<Guard>, log: Arc<AuditLog>) {
-    let mut reported: HashSet<String> = HashSet::new();
+async fn watch(mut watched: Watched, guard: Arc<Guard>, log: Arc<AuditLog>) {
     loop {
         watched.changed.notified().await;
         let Some(connection) = watched.connection.upgrade() else {
@@ -585,7 +589,7 @@ async fn watch(watched: Watched, guard: Arc<Guard>, log: Arc<AuditLog>) {
                 }
                 for definition in &definitions {
                     if !watched.accepted.contains_key(&definition.name)
-                        && reported.insert(definition.name.clone())
+                        && watched.reported.insert(definition.name.clone())
                     {
                         let why = "a tool added after the session started is unknown until the proxy starts again";
                         found.push((
