@@ -7,7 +7,7 @@ use clap::Subcommand;
 use serde_json::Value;
 use tooltrust::Id;
 use tooltrust::canonical::canonical_json;
-use tooltrust_store::{ListFilter, PendingCall, PendingStatus};
+use tooltrust_store::{HeldStatus, ListFilter, PendingCall};
 
 use crate::audit::escape;
 use crate::store::{Error, StoreArgs, open, parse_id};
@@ -23,7 +23,7 @@ pub enum PendingCommand {
     List {
         /// Only calls with this status: pending, approved, rejected or ran.
         #[arg(long)]
-        status: Option<PendingStatus>,
+        status: Option<HeldStatus>,
         /// Only calls to this tool.
         #[arg(long)]
         tool: Option<String>,

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 use sqlx::{Connection, Executor};
 use tooltrust::{Id, ToolCall};
-use tooltrust_store::{Location, PendingCall, PendingStatus, Store, StoreOptions};
+use tooltrust_store::{HeldStatus, Location, PendingCall, Store, StoreOptions};
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tooltrust"));
@@ -305,7 +305,7 @@ fn pending_and_verify_on_sqlite() {
             .unwrap();
         store.list(&Default::default()).await.unwrap()[1].status
     });
-    assert_eq!(status, PendingStatus::Approved);
+    assert_eq!(status, HeldStatus::Approved);
 }
 
 #[test]

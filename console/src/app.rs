@@ -21,7 +21,7 @@ use serde::Deserialize;
 use tooltrust::Id;
 use tooltrust::quarantine::Kek;
 use tooltrust_store::{
-    ChainError, DecideError, EntryFilter, ListFilter, PendingCall, PendingStatus, Store, StoreEvent,
+    ChainError, DecideError, EntryFilter, HeldStatus, ListFilter, PendingCall, Store, StoreEvent,
 };
 
 use crate::access::Access;
@@ -347,7 +347,7 @@ async fn queue(
     };
     let status = match query.status.as_str() {
         "" => None,
-        text => match text.parse::<PendingStatus>() {
+        text => match text.parse::<HeldStatus>() {
             Ok(status) => Some(status),
             Err(e) => return refusal(StatusCode::BAD_REQUEST, &e.to_string()),
         },
@@ -449,7 +449,7 @@ async fn call_page(
     // An approved call the agent has claimed since reads as approved here: the viewer's
     // decision is what the notice speaks of.
     let decision = match call.status {
-        PendingStatus::Ran => PendingStatus::Approved,
+        HeldStatus::Claimed | HeldStatus::Ran | HeldStatus::Failed => HeldStatus::Approved,
         status => status,
     };
     if let Some(done) = done
@@ -472,7 +472,7 @@ async fn call_page(
             }
         }
     }
-    let decidable = if call.status != PendingStatus::Pending {
+    let decidable = if call.status != HeldStatus::Held {
         Decidable::Decided
     } else if call.author == viewer.id {
         Decidable::Author
@@ -556,7 +556,9 @@ async fn decide(
         Err(error) => {
             let status = match &error {
                 DecideError::UnknownCall(_) => StatusCode::NOT_FOUND,
-                DecideError::AlreadyDecided { .. } => StatusCode::CONFLICT,
+                DecideError::AlreadyDecided { .. } | DecideError::Expired { .. } => {
+                    StatusCode::CONFLICT
+                }
                 DecideError::AuthorCannotDecide { .. } => StatusCode::FORBIDDEN,
                 DecideError::NoReason | DecideError::ReasonTooLong { .. } => {
                     StatusCode::UNPROCESSABLE_ENTITY

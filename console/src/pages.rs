@@ -6,7 +6,7 @@ use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 use tooltrust::Id;
 use tooltrust::audit::VerifyReport;
-use tooltrust_store::{ChainEntry, PendingCall, PendingStatus};
+use tooltrust_store::{ChainEntry, HeldStatus, PendingCall};
 
 use crate::context::{Block, Piece, Shown};
 
@@ -93,7 +93,9 @@ pub(crate) struct QueueQuery {
     pub(crate) before: String,
 }
 
-const STATUSES: [&str; 4] = ["pending", "approved", "rejected", "ran"];
+const STATUSES: [&str; 7] = [
+    "held", "approved", "rejected", "expired", "claimed", "ran", "failed",
+];
 
 /// The review queue: filters, and every held call that matches, newest first, a page
 /// at a time (`older`: the last call shown, when there may be more).
@@ -150,7 +152,7 @@ pub(crate) fn queue(query: &QueueQuery, calls: &[PendingCall], older: Option<&Id
     }
 }
 
-fn status(status: PendingStatus) -> Markup {
+fn status(status: HeldStatus) -> Markup {
     html! { span class={ "status status-" (status.as_str()) } { (status.as_str()) } }
 }
 
@@ -203,10 +205,12 @@ pub(crate) fn call(view: &CallView<'_>) -> Markup {
             @if let Some(by) = &call.decided_by {
                 p.decided {
                     @match call.status {
-                        PendingStatus::Approved => "Approved",
-                        PendingStatus::Rejected => "Rejected",
-                        PendingStatus::Ran => "Approved (and it has run)",
-                        PendingStatus::Pending => "Decided",
+                        HeldStatus::Approved => "Approved",
+                        HeldStatus::Rejected => "Rejected",
+                        HeldStatus::Claimed => "Approved (and it is running)",
+                        HeldStatus::Ran => "Approved (and it has run)",
+                        HeldStatus::Failed => "Approved (it was claimed, and failed)",
+                        HeldStatus::Expired | HeldStatus::Held => "Decided",
                     }
                     " by " strong { (by) }
                     @if let Some(at) = &call.decided_at { " at " (at) }

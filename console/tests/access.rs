@@ -9,7 +9,7 @@ use reqwest::StatusCode;
 use tooltrust::Id;
 use tooltrust::quarantine::{Kek, seal};
 use tooltrust_console::{Config, Console, StartError, TlsFiles, hash_password};
-use tooltrust_store::{EntryFilter, PendingStatus, SealedCopy};
+use tooltrust_store::{EntryFilter, HeldStatus, SealedCopy};
 
 const TOKEN: &str = "0f3c9a61d2b84e7f5a0c1d9e8b7a6f5e4d3c2b1a";
 
@@ -155,7 +155,7 @@ async fn with_credentials_the_identity_comes_from_the_sign_in_only() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
     let decided = store.get(&held.id).await.unwrap().unwrap();
-    assert_eq!(decided.status, PendingStatus::Rejected);
+    assert_eq!(decided.status, HeldStatus::Rejected);
     assert_eq!(decided.decided_by.as_ref().map(Id::as_str), Some("alice"));
 
     // Bob, by bearer token (a client without a browser); a wrong token is not him.

@@ -324,7 +324,7 @@ async fn a_rejection_the_author_refused_live_updates_and_the_corpus_as_text() {
             .contains("You rejected this call")
     );
     let call = store.get(&held.id).await.unwrap().unwrap();
-    assert_eq!(call.status, tooltrust_store::PendingStatus::Rejected);
+    assert_eq!(call.status, tooltrust_store::HeldStatus::Rejected);
 
     // The author of the scope sees the refusal and no way to decide.
     let other = common::hold(&store, common::PAYLOAD, "again").await;

@@ -7,7 +7,7 @@ use common::{AUTHOR, PAYLOAD, client, csrf, hold, loopback, post, start};
 use reqwest::StatusCode;
 use tooltrust::Id;
 use tooltrust_console::CSP;
-use tooltrust_store::{EntryFilter, PendingStatus};
+use tooltrust_store::{EntryFilter, HeldStatus};
 
 async fn text(response: reqwest::Response) -> String {
     response.text().await.unwrap()
@@ -349,7 +349,7 @@ async fn an_approval_is_recorded_with_the_reviewer_and_refused_without_its_token
     assert_eq!(response.status(), StatusCode::FORBIDDEN);
     assert_eq!(
         store.get(&held.id).await.unwrap().unwrap().status,
-        PendingStatus::Pending
+        HeldStatus::Held
     );
 
     // No verdict, no reason: refused.
@@ -380,7 +380,7 @@ async fn an_approval_is_recorded_with_the_reviewer_and_refused_without_its_token
     let location = response.headers()["location"].to_str().unwrap().to_owned();
     assert_eq!(location, format!("/calls/{}?done=approved", held.id));
     let decided = store.get(&held.id).await.unwrap().unwrap();
-    assert_eq!(decided.status, PendingStatus::Approved);
+    assert_eq!(decided.status, HeldStatus::Approved);
     assert_eq!(decided.decided_by.as_ref().map(Id::as_str), Some("alice"));
     let page = text(
         http.get(format!("{}{}", console.url, &location[1..]))
@@ -445,7 +445,7 @@ async fn the_author_is_refused_and_a_decision_made_elsewhere_first_wins() {
     assert!(text(response).await.contains("the author cannot decide"));
     assert_eq!(
         store.get(&held.id).await.unwrap().unwrap().status,
-        PendingStatus::Pending
+        HeldStatus::Held
     );
     let refused = store
         .chain_entries(&EntryFilter {
@@ -531,7 +531,7 @@ async fn decisions_are_rate_limited_per_reviewer() {
     assert!((1..=60).contains(&wait));
     assert_eq!(
         store.get(&second.id).await.unwrap().unwrap().status,
-        PendingStatus::Pending
+        HeldStatus::Held
     );
 }
 
@@ -611,7 +611,7 @@ async fn unknown_and_invalid_ids_other_hosts_and_other_origins_are_refused() {
     }
     assert_eq!(
         store.get(&held.id).await.unwrap().unwrap().status,
-        PendingStatus::Pending
+        HeldStatus::Held
     );
     // The same form from the console's own origin goes through.
     let response = http
@@ -886,7 +886,7 @@ async fn the_console_decides_on_a_postgres_store() {
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
     assert_eq!(
         store.get(&held.id).await.unwrap().unwrap().status,
-        PendingStatus::Approved
+        HeldStatus::Approved
     );
     let approved = text(
         http.get(format!("{}?status=approved", console.url))

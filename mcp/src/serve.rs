@@ -204,18 +204,20 @@ impl ScopeServer {
         ))
     }
 
-    /// Runs `call` if a person approved the same call (same checksum, same author) in
-    /// the queue and no one ran it yet: claimed first, so it runs once however many make
-    /// it; held by this session's gate again and decided by the person's verdict.
+    /// Runs `call` if a person approved the same call in the queue for this scope (same
+    /// tenant, scope, tool and checksum) and no one ran it yet: the gate decides it again
+    /// first, and the approval is claimed only if the gate holds it for the rule the
+    /// person approved, so a denial or an error leaves it unspent.
     async fn run_approved(
         &self,
         queue: &ReviewQueue,
         call: &ToolCall,
     ) -> Result<Option<CallOutcome>, String> {
-        let author = self.scope.author().map_err(|error| error.to_string())?;
         let filter = tooltrust_store::ListFilter {
-            status: Some(tooltrust_store::PendingStatus::Approved),
+            status: Some(tooltrust_store::HeldStatus::Approved),
             tool: Some(call.tool().to_owned()),
+            scope: Some(self.scope.id().clone()),
+            tenant: Some(queue.store.tenant().clone()),
             ..Default::default()
         };
         let approved = queue
@@ -223,37 +225,24 @@ impl ScopeServer {
             .list(&filter)
             .await
             .map_err(|error| format!("the review queue could not be read: {error}"))?;
-        for candidate in approved {
-            if candidate.checksum != call.checksum() || candidate.author != author {
-                continue;
-            }
-            let Ok(claimed) = queue.store.claim_to_run(&candidate.id).await else {
-                // Claimed by another process first: it runs there.
-                continue;
-            };
-            let outcome = self
-                .scope
-                .call(call.clone())
-                .await
-                .map_err(|error| format!("the call could not be made: {error}"))?;
-            let CallOutcome::Pending { id, .. } = outcome else {
-                // Not held this time (a clean session): the gate's own decision stands.
-                return Ok(Some(outcome));
-            };
-            let reviewer = claimed.decided_by.ok_or("the approval names no reviewer")?;
-            let reason = claimed.decision_reason.unwrap_or_default();
-            self.scope
-                .session()
-                .decide_call(&id, reviewer, Verdict::approve(reason))
-                .map_err(|error| format!("the approval could not be recorded: {error}"))?;
-            return self
-                .scope
-                .run_pending(&id)
-                .await
-                .map(Some)
-                .map_err(|error| format!("the approved call could not run: {error}"));
+        let Some(candidate) = approved
+            .into_iter()
+            .find(|candidate| candidate.checksum == call.checksum())
+        else {
+            return Ok(None);
+        };
+        match queue
+            .store
+            .run_approved(&self.scope, &candidate, candidate.upstream.as_deref())
+            .await
+        {
+            Ok(outcome) => Ok(Some(outcome)),
+            // Claimed by another process first: it runs there; this call is decided afresh.
+            Err(tooltrust_store::RunApprovedError::Claim(
+                tooltrust_store::ClaimError::AlreadyClaimed { .. },
+            )) => Ok(None),
+            Err(error) => Err(format!("the approved call could not run: {error}")),
         }
-        Ok(None)
     }
 
     /// Puts a held call to the person at the client; runs it once if they approve.

@@ -29,7 +29,7 @@ use sqlx::{AnyPool, AssertSqlSafe, Connection, Executor};
 use tokio::runtime::Runtime;
 use tooltrust::Id;
 use tooltrust::audit::{Body, GENESIS};
-use tooltrust_store::{ListFilter, Location, PendingStatus, Store, StoreOptions};
+use tooltrust_store::{HeldStatus, ListFilter, Location, Store, StoreOptions};
 
 /// A database for one engine's rows, and how to reach its tables with a plain pool.
 struct Bench {
@@ -274,7 +274,7 @@ fn list_query(runtime: &Runtime, bench: &Bench) {
     fill_queue(runtime, bench);
     let pool = runtime.block_on(bench.raw(1));
     let filter = ListFilter {
-        status: Some(PendingStatus::Pending),
+        status: Some(HeldStatus::Held),
         limit: Some(50),
         ..ListFilter::default()
     };

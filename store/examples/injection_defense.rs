@@ -24,15 +24,13 @@ use tooltrust::agent::{
     Agent, AssistantMessage, CallResult, ChatMessage, ModelRequest, ModelToolCall,
 };
 use tooltrust::audit::{AuditLog, LOG_FILE, verify};
-use tooltrust::call::ToolCall;
 use tooltrust::registry::Registry;
 use tooltrust::review::VerdictFuture;
 use tooltrust::review::{Material, Reviewer, RuleJudge, Subject, Verdict};
 use tooltrust::testing::ScriptedModel;
 use tooltrust::{CallOutcome, Id, Instruction, Message, Scope, Sender, Session, tool, tools};
 use tooltrust_store::{
-    ListFilter, Location, PendingCall, PendingStatus, Store, StoreOptions, StoreRecorder,
-    WaitOptions,
+    HeldStatus, ListFilter, Location, PendingCall, Store, StoreOptions, StoreRecorder, WaitOptions,
 };
 
 const PAGE: &str = "Kettle KX-2 review: boils in 90 s, quiet.\n\
@@ -391,8 +389,9 @@ fn run_with_store(location: &Location, flag: &str) -> Result<(), Box<dyn std::er
 }
 
 /// Picks up the decisions on the agent's held calls and runs each approved one exactly
-/// once: claimed in the store first, then checked against its checksum, then held again
-/// by this process's gate and decided by the person's verdict.
+/// once: in the scope that held it (continued under its id), the gate decides it again,
+/// and only then is the approval claimed in the store, bound to that scope, tool and
+/// checksum; how it ended is recorded.
 fn resume(
     location: &Location,
     flag: &str,
@@ -401,8 +400,6 @@ fn resume(
     let runtime = runtime()?;
     let store = runtime.block_on(Store::open(location, StoreOptions::default()))?;
     let session = session_on(location)?;
-    let scope = session.open_scope(Id::new(AGENT)?)?;
-    scope.add_instruction(instruction())?;
     // The calls this agent made, in any earlier run of it.
     let mut held = runtime.block_on(store.list(&ListFilter::default()))?;
     held.retain(|call| call.author.as_str() == AGENT);
@@ -411,9 +408,10 @@ fn resume(
             "no held calls in the store; run `cargo run --example injection_defense -- {flag}` first"
         );
     }
+    let mut scopes: std::collections::HashMap<Id, tooltrust::Scope> = Default::default();
     for call in held {
         let call = match (call.status, wait) {
-            (PendingStatus::Pending, Some(timeout)) => {
+            (HeldStatus::Held, Some(timeout)) => {
                 let options = WaitOptions {
                     timeout: Some(timeout),
                     ..WaitOptions::default()
@@ -421,7 +419,7 @@ fn resume(
                 match runtime.block_on(store.wait_decision(&call.id, options)) {
                     Ok(decided) => decided,
                     Err(error) => {
-                        println!("  {}: still pending ({error})", call.id);
+                        println!("  {}: still held ({error})", call.id);
                         continue;
                     }
                 }
@@ -431,59 +429,42 @@ fn resume(
         let who = call.decided_by.as_ref().map(Id::as_str).unwrap_or("nobody");
         let why = call.decision_reason.as_deref().unwrap_or("");
         match call.status {
-            PendingStatus::Pending => println!(
-                "  {} {}: still pending; decide it, or resume with --wait SECS",
+            HeldStatus::Held => println!(
+                "  {} {}: still held; decide it, or resume with --wait SECS",
                 call.id, call.tool
             ),
-            PendingStatus::Rejected => {
-                println!(
-                    "  {} {}: rejected by {who} ({why}); it never runs",
-                    call.id, call.tool
-                )
+            HeldStatus::Rejected | HeldStatus::Expired => println!(
+                "  {} {}: {} ({who}: {why}); it never runs",
+                call.id, call.tool, call.status
+            ),
+            HeldStatus::Claimed | HeldStatus::Ran | HeldStatus::Failed => {
+                println!("  {} {}: already {}", call.id, call.tool, call.status)
             }
-            PendingStatus::Ran => println!("  {} {}: already ran", call.id, call.tool),
-            PendingStatus::Approved => {
-                // Claim first: of every process resuming at once, exactly one gets it.
-                let claimed = match runtime.block_on(store.claim_to_run(&call.id)) {
-                    Ok(claimed) => claimed,
-                    Err(error) => {
-                        println!("  {} {}: not claimed ({error})", call.id, call.tool);
-                        continue;
+            HeldStatus::Approved => {
+                // The approval is bound to the scope that held the call: continue it.
+                let scope = match scopes.get(&call.scope) {
+                    Some(scope) => scope.clone(),
+                    None => {
+                        let scope = session.continue_scope(call.scope.clone(), Id::new(AGENT)?)?;
+                        scope.add_instruction(instruction())?;
+                        if let Some(context) = &call.context {
+                            scope.add_untrusted("resumed-context", context.clone())?;
+                        }
+                        scopes.insert(call.scope.clone(), scope.clone());
+                        scope
                     }
                 };
-                // What runs is what the person approved: the same bytes, the same checksum.
-                let again = ToolCall::from_model(&claimed.tool, &claimed.args)?;
-                if again.checksum() != claimed.checksum {
-                    println!("  {}: checksum mismatch; refused", claimed.id);
-                    continue;
-                }
-                if let Some(context) = &claimed.context {
-                    scope.add_untrusted("resumed-context", context.clone())?;
-                }
-                let outcome = pollster::block_on(scope.call(again))?;
-                let CallOutcome::Pending { id, .. } = outcome else {
-                    println!(
-                        "  {}: the gate did not hold it again: {outcome:?}",
-                        claimed.id
-                    );
-                    continue;
-                };
-                let reviewer = claimed
-                    .decided_by
-                    .clone()
-                    .ok_or("an approval names its reviewer")?;
-                session.decide_call(&id, reviewer, Verdict::approve(why))?;
-                let outcome = pollster::block_on(scope.run_pending(&id))?;
-                let what = match outcome {
-                    CallOutcome::Ran { output, .. } => match output.content {
+                let what = match runtime.block_on(store.run_approved(&scope, &call, None)) {
+                    Ok(CallOutcome::Ran { output, .. }) => match output.content {
                         tooltrust::tool::Content::Text(text) => format!("ran: {text}"),
                         other => format!("ran: {other:?}"),
                     },
-                    other => format!("{other:?}"),
+                    Ok(other) => format!("not run, the gate decided anew: {other:?}"),
+                    Err(error) => format!("not run: {error}"),
                 };
                 println!(
                     "  {} {}: approved by {who} ({why}); {what}",
-                    claimed.id, claimed.tool
+                    call.id, call.tool
                 );
             }
         }

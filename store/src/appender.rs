@@ -43,22 +43,29 @@ pub(crate) enum Work {
         approve: bool,
         reason: String,
     },
-    /// A claim to run an approved call.
-    Claim { call: Id },
+    /// A claim to run an approved call, for the call `binding` names.
+    Claim {
+        call: Id,
+        binding: tooltrust::held::Binding,
+    },
+    /// How a claimed call ended.
+    Finish { call: Id, ran: bool },
 }
 
 impl Work {
     fn call(&self) -> Option<&Id> {
         match self {
             Work::Append { .. } => None,
-            Work::Decide { call, .. } | Work::Claim { call } => Some(call),
+            Work::Decide { call, .. } | Work::Claim { call, .. } | Work::Finish { call, .. } => {
+                Some(call)
+            }
         }
     }
 
     fn entries(&self) -> usize {
         match self {
             Work::Append { bodies, .. } => bodies.len(),
-            Work::Decide { .. } | Work::Claim { .. } => 1,
+            Work::Decide { .. } | Work::Claim { .. } | Work::Finish { .. } => 1,
         }
     }
 }

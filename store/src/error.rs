@@ -6,7 +6,7 @@ use tooltrust::Id;
 use tooltrust::audit::{EventError, VerifyError};
 
 use crate::location::LocationError;
-use crate::pending::PendingStatus;
+use tooltrust::held::HeldStatus;
 
 /// Why the store could not do what was asked. Nothing that was acknowledged before is
 /// lost by any of these; an operation that failed left no trace, except where the
@@ -187,7 +187,7 @@ pub enum DecideError {
         /// The call.
         id: Id,
         /// Its status.
-        status: PendingStatus,
+        status: HeldStatus,
     },
     /// The reviewer is the author of the scope that made the call (separation of
     /// powers: the author can never decide on its own scope's calls).
@@ -201,6 +201,14 @@ pub enum DecideError {
         scope: Id,
         /// The reviewer, who is its author.
         reviewer: Id,
+    },
+    /// The call expired before anyone decided it: it never runs.
+    #[error("call {id} expired at {expired_at} before it was decided: it never runs")]
+    Expired {
+        /// The call.
+        id: Id,
+        /// When it expired.
+        expired_at: String,
     },
     /// A decision needs a reason.
     #[error("a decision needs a reason")]
@@ -218,23 +226,63 @@ pub enum DecideError {
     Store(#[from] StoreError),
 }
 
-/// Why a call could not be claimed to run.
+/// Why a call could not be claimed to run (or its end recorded). A refused claim
+/// spends nothing.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClaimError {
     /// No call has this id.
     #[error("no held call has id {0}")]
     UnknownCall(Id),
-    /// The call is not approved (still pending, or rejected).
+    /// The call is not approved (still held, or rejected).
     #[error("call {id} is {status}, not approved: it may not run")]
     NotApproved {
         /// The call.
         id: Id,
         /// Its status.
-        status: PendingStatus,
+        status: HeldStatus,
     },
     /// The call was claimed before: it runs once.
-    #[error("call {0} was already claimed to run")]
-    AlreadyRan(Id),
+    #[error("call {id} is {status}: it was already claimed to run")]
+    AlreadyClaimed {
+        /// The call.
+        id: Id,
+        /// Its status.
+        status: HeldStatus,
+    },
+    /// The approval is bound to another tenant, scope, tool, checksum or upstream than
+    /// the call about to run.
+    #[error(
+        "the approval of call {id} is bound to another {field}: it cannot be spent on this call"
+    )]
+    BindingMismatch {
+        /// The call.
+        id: Id,
+        /// The first field that differs.
+        field: &'static str,
+    },
+    /// The approval expired before it was claimed: the call never runs.
+    #[error("the approval of call {id} expired at {expired_at}: it never runs")]
+    Expired {
+        /// The call.
+        id: Id,
+        /// When it expired.
+        expired_at: String,
+    },
+    /// The row says approved, but the chain holds no decision that approved this call
+    /// with this checksum: the row was changed outside the store. Refused and recorded.
+    #[error(
+        "call {0} reads approved, but the audit chain holds no decision approving it: the row was changed outside the review queue; refused"
+    )]
+    NoRecordedApproval(Id),
+    /// Another transition of the lifecycle was refused.
+    #[error("call {id}: {reason}")]
+    Refused {
+        /// The call.
+        id: Id,
+        /// Why.
+        reason: String,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

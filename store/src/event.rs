@@ -4,7 +4,7 @@ use serde::Serialize;
 use tooltrust::Id;
 use tooltrust::call::Checksum;
 
-use crate::pending::PendingStatus;
+use tooltrust::held::HeldStatus;
 
 /// An event the store records: serialized, like the runtime's events, with its type in
 /// `"event"` and its fields beside it.
@@ -26,7 +26,7 @@ pub enum StoreEvent<'a> {
         /// Who decided.
         reviewer: &'a Id,
         /// `approved` or `rejected`.
-        decision: PendingStatus,
+        decision: HeldStatus,
         /// Why.
         reason: &'a str,
     },
@@ -56,7 +56,7 @@ pub enum StoreEvent<'a> {
         /// Who asked.
         reviewer: &'a Id,
     },
-    /// An approved call was claimed to run (it runs once).
+    /// An approved call was claimed to run (it runs once), by the scope it is bound to.
     CallClaimed {
         /// The call.
         call: &'a Id,
@@ -64,5 +64,32 @@ pub enum StoreEvent<'a> {
         tool: &'a str,
         /// Its checksum.
         checksum: &'a Checksum,
+        /// The scope that claimed it (the one that held it).
+        scope: &'a Id,
+        /// For a call to an MCP upstream, the upstream.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        upstream: Option<&'a str>,
+    },
+    /// A claim was refused for a reason that says something is wrong: the row reads
+    /// approved with no decision in the chain, the claim names another call than the
+    /// approval, or the approval expired. Nothing ran.
+    CallClaimRefused {
+        /// The call.
+        call: &'a Id,
+        /// The checksum the claim named.
+        checksum: &'a Checksum,
+        /// The scope that claimed.
+        scope: &'a Id,
+        /// Why it was refused.
+        refusal: &'a str,
+    },
+    /// A claimed call ended: `ran` or `failed`.
+    CallFinished {
+        /// The call.
+        call: &'a Id,
+        /// Its checksum.
+        checksum: &'a Checksum,
+        /// How it ended.
+        outcome: HeldStatus,
     },
 }

@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 mod appender;
+mod approved;
 mod chain;
 mod clock;
 mod conversation;
@@ -39,6 +40,7 @@ mod recorder;
 mod schema;
 mod store;
 
+pub use approved::RunApprovedError;
 pub use conversation::Conversation;
 pub use engine::Engine;
 pub use entries::{ChainEntry, EntryFilter};
@@ -48,10 +50,9 @@ pub use error::{
 pub use event::StoreEvent;
 pub use location::{Location, LocationError, STORE_ENV};
 pub use options::{StoreOptions, default_tenant};
-pub use pending::{
-    ListFilter, MAX_REASON_BYTES, PendingCall, PendingStatus, StatusParseError, WaitOptions,
-};
+pub use pending::{ListFilter, MAX_REASON_BYTES, PendingCall, WaitOptions};
 pub use quarantine::SealedCopy;
 pub use recorder::StoreRecorder;
 pub use schema::SCHEMA_VERSION;
 pub use store::Store;
+pub use tooltrust::held::{Binding, HeldStatus, StatusParseError};

@@ -7,8 +7,6 @@
 //! both succeed. A decision and a claim write their chain entry in the same
 //! transaction: a decision is recorded exactly when it is taken.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -17,6 +15,7 @@ use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 use tooltrust::audit::Body;
 use tooltrust::call::Checksum;
 use tooltrust::canonical::canonical_json;
+use tooltrust::held::{Binding, HeldStatus, Lifecycle, LifecycleError};
 use tooltrust::registry::CatalogEntry;
 use tooltrust::{Id, ToolCall};
 
@@ -26,57 +25,7 @@ use crate::engine::Engine;
 use crate::error::{ClaimError, DecideError, HoldError, StoreError, WaitError};
 use crate::event::StoreEvent;
 use crate::store::Store;
-
-/// Where a held call stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PendingStatus {
-    /// Waiting for a person's decision.
-    Pending,
-    /// Approved; it may run once.
-    Approved,
-    /// Rejected; it never runs.
-    Rejected,
-    /// Approved and claimed to run.
-    Ran,
-}
-
-impl PendingStatus {
-    /// `pending`, `approved`, `rejected` or `ran`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PendingStatus::Pending => "pending",
-            PendingStatus::Approved => "approved",
-            PendingStatus::Rejected => "rejected",
-            PendingStatus::Ran => "ran",
-        }
-    }
-}
-
-impl fmt::Display for PendingStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The text is not a status.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a status: use pending, approved, rejected or ran")]
-pub struct StatusParseError(String);
-
-impl FromStr for PendingStatus {
-    type Err = StatusParseError;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "pending" => Ok(PendingStatus::Pending),
-            "approved" => Ok(PendingStatus::Approved),
-            "rejected" => Ok(PendingStatus::Rejected),
-            "ran" => Ok(PendingStatus::Ran),
-            other => Err(StatusParseError(other.to_owned())),
-        }
-    }
-}
+use tooltrust::held::StatusParseError;
 
 /// A call the gate held for review, with its decision once there is one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -107,7 +56,7 @@ pub struct PendingCall {
     /// [`declared`](Self::declared)), if the host records it.
     pub declaration: Option<String>,
     /// Where it stands.
-    pub status: PendingStatus,
+    pub status: HeldStatus,
     /// When it was held (set by [`Store::hold`]).
     pub created_at: String,
     /// Who decided.
@@ -116,6 +65,12 @@ pub struct PendingCall {
     pub decision_reason: Option<String>,
     /// When.
     pub decided_at: Option<String>,
+    /// For a call to an MCP upstream, the upstream's name (part of what an approval
+    /// binds).
+    pub upstream: Option<String>,
+    /// After this moment (RFC 3339) the call can be neither decided nor claimed: it
+    /// expires. `None`: never.
+    pub expires_at: Option<String>,
 }
 
 impl PendingCall {
@@ -143,11 +98,38 @@ impl PendingCall {
             principal_request: None,
             context: None,
             declaration: None,
-            status: PendingStatus::Pending,
+            status: HeldStatus::Held,
             created_at: String::new(),
             decided_by: None,
             decision_reason: None,
             decided_at: None,
+            upstream: None,
+            expires_at: Some(tooltrust::held::expiry_after(
+                tooltrust::held::DEFAULT_APPROVAL_TTL,
+            )),
+        }
+    }
+
+    /// What an approval of the call is bound to.
+    pub fn binding(&self) -> Binding {
+        Binding {
+            tenant: self.tenant.clone(),
+            scope: self.scope.clone(),
+            tool: self.tool.clone(),
+            checksum: self.checksum,
+            upstream: self.upstream.clone(),
+        }
+    }
+
+    /// The call as the runtime's lifecycle sees it: the store applies the very
+    /// transitions the session applies.
+    pub fn lifecycle(&self) -> Lifecycle {
+        Lifecycle {
+            status: self.status,
+            binding: self.binding(),
+            author: self.author.clone(),
+            reviewer: self.decided_by.clone(),
+            expires_at: self.expires_at.clone(),
         }
     }
 }
@@ -175,7 +157,7 @@ impl PendingCall {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListFilter {
     /// Only calls with this status.
-    pub status: Option<PendingStatus>,
+    pub status: Option<HeldStatus>,
     /// Only calls to this tool.
     pub tool: Option<String>,
     /// Only calls made by this scope.
@@ -214,7 +196,7 @@ impl Default for WaitOptions {
 /// The columns of a call, in the order [`from_row`] reads them.
 const COLUMNS: &str = "id, tenant, tool, args, checksum, rule, reason, scope, author, \
     principal_request, context, status, created_at, decided_by, decision_reason, decided_at, \
-    declaration";
+    declaration, upstream, expires_at";
 
 /// The PostgreSQL channel that carries the ids of decided calls.
 pub(crate) const DECISIONS_CHANNEL: &str = "tooltrust_decisions";
@@ -223,6 +205,7 @@ const HOLD: &str = "hold a call";
 const LIST: &str = "list held calls";
 const DECIDE: &str = "decide on a held call";
 const CLAIM: &str = "claim a call to run";
+const FINISH: &str = "record how a claimed call ended";
 
 /// The longest reason a decision may give (the chain's entries stay small).
 pub const MAX_REASON_BYTES: usize = 16 * 1024;
@@ -240,7 +223,8 @@ impl Store {
         stored.created_at = clock::now();
         let inserted = sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO pending_call ({COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, NULL, NULL, $14) \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, NULL, NULL, $14, \
+             $15, $16) \
              ON CONFLICT (id) DO NOTHING"
         )))
         .bind(stored.id.as_str())
@@ -254,9 +238,11 @@ impl Store {
         .bind(stored.author.as_str())
         .bind(stored.principal_request.as_deref())
         .bind(stored.context.as_deref())
-        .bind(PendingStatus::Pending.as_str())
+        .bind(HeldStatus::Held.as_str())
         .bind(stored.created_at.as_str())
         .bind(stored.declaration.as_deref())
+        .bind(stored.upstream.as_deref())
+        .bind(stored.expires_at.as_deref())
         .execute(self.pool())
         .await
         .map_err(|e| self.engine().error(HOLD, e))?;
@@ -369,19 +355,47 @@ impl Store {
         }
     }
 
-    /// Claims an approved call to run: approved → ran, exactly once across every
+    /// Claims an approved call to run: approved → claimed, exactly once across every
     /// process sharing the store, with a `call_claimed` entry in the tenant's chain in
-    /// the same transaction. Run the call only after this returns `Ok`; a second claim
-    /// is [`ClaimError::AlreadyRan`].
-    pub async fn claim_to_run(&self, id: &Id) -> Result<PendingCall, ClaimError> {
+    /// the same transaction.
+    ///
+    /// `binding` names the call about to run, as the caller's gate just held it again:
+    /// its tenant, its scope, its tool, its checksum and its upstream. The approval is
+    /// spent only on a call that matches all of it, before its expiry, and only if the
+    /// chain holds the approving decision (a row set to approved by anything but
+    /// [`Store::decide`] is refused, and the refusal recorded). Claim after the gate has
+    /// decided the call again, run it only after this returns `Ok`, then record how it
+    /// ended with [`Store::finish_claimed`]. A second claim is refused.
+    pub async fn claim_to_run(
+        &self,
+        id: &Id,
+        binding: &Binding,
+    ) -> Result<PendingCall, ClaimError> {
         let Some(tenant) = self.tenant_of(id).await? else {
             return Err(ClaimError::UnknownCall(id.clone()));
         };
-        match self
-            .submit(&tenant, Work::Claim { call: id.clone() })
-            .await?
-        {
+        let work = Work::Claim {
+            call: id.clone(),
+            binding: binding.clone(),
+        };
+        match self.submit(&tenant, work).await? {
             Done::Claimed(claimed) => claimed,
+            _ => Err(StoreError::Closed.into()),
+        }
+    }
+
+    /// Records how a claimed call ended: claimed → ran (`ran`) or failed, with a
+    /// `call_finished` entry in the chain in the same transaction.
+    pub async fn finish_claimed(&self, id: &Id, ran: bool) -> Result<PendingCall, ClaimError> {
+        let Some(tenant) = self.tenant_of(id).await? else {
+            return Err(ClaimError::UnknownCall(id.clone()));
+        };
+        let work = Work::Finish {
+            call: id.clone(),
+            ran,
+        };
+        match self.submit(&tenant, work).await? {
+            Done::Claimed(finished) => finished,
             _ => Err(StoreError::Closed.into()),
         }
     }
@@ -421,7 +435,7 @@ impl Store {
         loop {
             match self.get(id).await? {
                 None => return Err(WaitError::UnknownCall(id.clone())),
-                Some(call) if call.status != PendingStatus::Pending => return Ok(call),
+                Some(call) if call.status != HeldStatus::Held => return Ok(call),
                 Some(_) => {}
             }
             let mut until = tokio::time::Instant::now() + pause;
@@ -469,7 +483,7 @@ impl Store {
 
 /// Checks that a call to hold is fresh and self-consistent.
 fn check_held(call: &PendingCall) -> Result<(), HoldError> {
-    if call.status != PendingStatus::Pending
+    if call.status != HeldStatus::Held
         || call.decided_by.is_some()
         || call.decision_reason.is_some()
         || call.decided_at.is_some()
@@ -523,7 +537,8 @@ pub(crate) async fn apply(
             approve,
             reason,
         } => decide_in(tx, engine, call, reviewer, *approve, reason).await,
-        Work::Claim { call } => claim_in(tx, engine, call).await,
+        Work::Claim { call, binding } => claim_in(tx, engine, call, binding).await,
+        Work::Finish { call, ran } => finish_in(tx, engine, call, *ran).await,
         // The appender writes appends itself; it never passes them here.
         Work::Append { .. } => Ok(Applied {
             entry: None,
@@ -546,24 +561,36 @@ async fn decide_in(
             done: Done::Decided(Err(DecideError::UnknownCall(id.clone()))),
         });
     };
-    let refused = if call.status != PendingStatus::Pending {
-        Some(DecideError::AlreadyDecided {
-            id: id.clone(),
-            status: call.status,
-        })
-    } else if call.author == *reviewer {
-        Some(DecideError::AuthorCannotDecide {
-            id: id.clone(),
-            scope: call.scope.clone(),
-            reviewer: reviewer.clone(),
-        })
-    } else {
-        None
-    };
-    if let Some(refusal) = refused {
-        let why = match &refusal {
-            DecideError::AlreadyDecided { status, .. } => format!("already {status}"),
-            _ => "the author cannot decide".to_owned(),
+    let now = clock::now();
+    let mut lifecycle = call.lifecycle();
+    if let Err(error) = lifecycle.decide(reviewer, approve, &now) {
+        let (refusal, why) = match error {
+            LifecycleError::AuthorCannotDecide(_) => (
+                DecideError::AuthorCannotDecide {
+                    id: id.clone(),
+                    scope: call.scope.clone(),
+                    reviewer: reviewer.clone(),
+                },
+                "the author cannot decide".to_owned(),
+            ),
+            LifecycleError::Expired(at) => {
+                // Past its expiry it never runs: the row says so from now on.
+                set_status(tx, engine, id, HeldStatus::Expired, DECIDE).await?;
+                (
+                    DecideError::Expired {
+                        id: id.clone(),
+                        expired_at: at.clone(),
+                    },
+                    format!("expired at {at}"),
+                )
+            }
+            _ => (
+                DecideError::AlreadyDecided {
+                    id: id.clone(),
+                    status: call.status,
+                },
+                format!("already {}", call.status),
+            ),
         };
         let event = StoreEvent::CallDecisionRefused {
             call: id,
@@ -576,14 +603,10 @@ async fn decide_in(
             done: Done::Decided(Err(refusal)),
         });
     }
-    call.status = if approve {
-        PendingStatus::Approved
-    } else {
-        PendingStatus::Rejected
-    };
+    call.status = lifecycle.status;
     call.decided_by = Some(reviewer.clone());
     call.decision_reason = Some(reason.to_owned());
-    call.decided_at = Some(clock::now());
+    call.decided_at = Some(now);
     sqlx::query(
         "UPDATE pending_call SET status = $1, decided_by = $2, decision_reason = $3, \
          decided_at = $4 WHERE id = $5",
@@ -616,41 +639,174 @@ async fn claim_in(
     tx: &mut Transaction<'static, Any>,
     engine: Engine,
     id: &Id,
+    binding: &Binding,
 ) -> Result<Applied, StoreError> {
-    let refused = |error| {
-        Ok(Applied {
-            entry: None,
-            done: Done::Claimed(Err(error)),
-        })
-    };
     let Some(mut call) = select_for_update(tx, engine, id, CLAIM).await? else {
-        return refused(ClaimError::UnknownCall(id.clone()));
+        return Ok(Applied {
+            entry: None,
+            done: Done::Claimed(Err(ClaimError::UnknownCall(id.clone()))),
+        });
     };
-    match call.status {
-        PendingStatus::Approved => {}
-        PendingStatus::Ran => return refused(ClaimError::AlreadyRan(id.clone())),
-        status => {
-            return refused(ClaimError::NotApproved {
+    let mut lifecycle = call.lifecycle();
+    let refusal = match lifecycle.claim(binding, &clock::now()) {
+        Err(LifecycleError::Expired(at)) => {
+            set_status(tx, engine, id, HeldStatus::Expired, CLAIM).await?;
+            Some(ClaimError::Expired {
+                id: id.clone(),
+                expired_at: at,
+            })
+        }
+        Err(LifecycleError::NotApproved(status)) if status == HeldStatus::Held => {
+            Some(ClaimError::NotApproved {
                 id: id.clone(),
                 status,
-            });
+            })
         }
+        Err(LifecycleError::NotApproved(HeldStatus::Rejected)) => Some(ClaimError::NotApproved {
+            id: id.clone(),
+            status: HeldStatus::Rejected,
+        }),
+        Err(LifecycleError::NotApproved(status)) => Some(ClaimError::AlreadyClaimed {
+            id: id.clone(),
+            status,
+        }),
+        Err(LifecycleError::BindingMismatch(field)) => Some(ClaimError::BindingMismatch {
+            id: id.clone(),
+            field,
+        }),
+        Err(error) => Some(ClaimError::Refused {
+            id: id.clone(),
+            reason: error.to_string(),
+        }),
+        // An approval is the chain's to vouch for, not the row's: a row set to approved
+        // by a hand on the database, with no decision recorded, spends nothing.
+        Ok(()) if !approval_in_chain(tx, engine, &call).await? => {
+            Some(ClaimError::NoRecordedApproval(id.clone()))
+        }
+        Ok(()) => None,
+    };
+    if let Some(refusal) = refusal {
+        // Refusals that say something is wrong with the row or the claim are recorded;
+        // a second claim of a call already claimed is the ordinary race, and is not.
+        let entry = match &refusal {
+            ClaimError::AlreadyClaimed { .. } | ClaimError::NotApproved { .. } => None,
+            refusal => {
+                let why = refusal.to_string();
+                let event = StoreEvent::CallClaimRefused {
+                    call: id,
+                    checksum: &binding.checksum,
+                    scope: &binding.scope,
+                    refusal: &why,
+                };
+                Some((call.tenant.clone(), Body::of(&event)?))
+            }
+        };
+        return Ok(Applied {
+            entry,
+            done: Done::Claimed(Err(refusal)),
+        });
     }
-    sqlx::query("UPDATE pending_call SET status = 'ran' WHERE id = $1")
-        .bind(id.as_str())
-        .execute(&mut **tx)
-        .await
-        .map_err(|e| engine.error(CLAIM, e))?;
-    call.status = PendingStatus::Ran;
+    set_status(tx, engine, id, lifecycle.status, CLAIM).await?;
+    call.status = lifecycle.status;
     let event = StoreEvent::CallClaimed {
         call: &call.id,
         tool: &call.tool,
         checksum: &call.checksum,
+        scope: &call.scope,
+        upstream: call.upstream.as_deref(),
     };
     Ok(Applied {
         entry: Some((call.tenant.clone(), Body::of(&event)?)),
         done: Done::Claimed(Ok(call)),
     })
+}
+
+async fn finish_in(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    id: &Id,
+    ran: bool,
+) -> Result<Applied, StoreError> {
+    let Some(mut call) = select_for_update(tx, engine, id, FINISH).await? else {
+        return Ok(Applied {
+            entry: None,
+            done: Done::Claimed(Err(ClaimError::UnknownCall(id.clone()))),
+        });
+    };
+    let mut lifecycle = call.lifecycle();
+    if let Err(error) = lifecycle.finish(ran) {
+        return Ok(Applied {
+            entry: None,
+            done: Done::Claimed(Err(ClaimError::Refused {
+                id: id.clone(),
+                reason: error.to_string(),
+            })),
+        });
+    }
+    set_status(tx, engine, id, lifecycle.status, FINISH).await?;
+    call.status = lifecycle.status;
+    let event = StoreEvent::CallFinished {
+        call: &call.id,
+        checksum: &call.checksum,
+        outcome: call.status,
+    };
+    Ok(Applied {
+        entry: Some((call.tenant.clone(), Body::of(&event)?)),
+        done: Done::Claimed(Ok(call)),
+    })
+}
+
+async fn set_status(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    id: &Id,
+    status: HeldStatus,
+    op: &'static str,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE pending_call SET status = $1 WHERE id = $2")
+        .bind(status.as_str())
+        .bind(id.as_str())
+        .execute(&mut **tx)
+        .await
+        .map_err(|e| engine.error(op, e))?;
+    Ok(())
+}
+
+/// Whether the call's tenant's chain holds the decision that approved it: a
+/// `call_decided` entry naming the same call, checksum and reviewer, with decision
+/// `approved`.
+async fn approval_in_chain(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    call: &PendingCall,
+) -> Result<bool, StoreError> {
+    // The LIKE narrows the search; each line found is then read as JSON and compared
+    // field by field (an id's `_` is a LIKE wildcard, which only widens the search).
+    let pattern = format!("%\"call\":\"{}\"%", call.id);
+    let rows = sqlx::query(
+        "SELECT line FROM chain_entry WHERE tenant = $1 AND line LIKE $2 \
+         AND line LIKE '%\"event\":\"call_decided\"%'",
+    )
+    .bind(call.tenant.as_str())
+    .bind(pattern)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(|e| engine.error(CLAIM, e))?;
+    let checksum = call.checksum.to_hex();
+    Ok(rows.iter().any(|row| {
+        let Ok(line) = row.try_get::<String, _>(0) else {
+            return false;
+        };
+        let Ok(entry) = serde_json::from_str::<serde_json::Value>(&line) else {
+            return false;
+        };
+        let field = |name: &str| entry.get(name).and_then(|value| value.as_str());
+        field("event") == Some("call_decided")
+            && field("call") == Some(call.id.as_str())
+            && field("checksum") == Some(checksum.as_str())
+            && field("decision") == Some(HeldStatus::Approved.as_str())
+            && field("reviewer") == call.decided_by.as_ref().map(Id::as_str)
+    }))
 }
 
 async fn select_for_update(
@@ -713,5 +869,7 @@ fn from_row(row: &AnyRow) -> Result<PendingCall, StoreError> {
         decision_reason: optional(14, "decision_reason")?,
         decided_at: optional(15, "decided_at")?,
         declaration: optional(16, "declaration")?,
+        upstream: optional(17, "upstream")?,
+        expires_at: optional(18, "expires_at")?,
     })
 }

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use tooltrust_store::{ListFilter, PendingStatus, Store};
+use tooltrust_store::{HeldStatus, ListFilter, Store};
 
 fn example() -> PathBuf {
     let deps = std::env::current_exe().unwrap();
@@ -62,7 +62,7 @@ async fn a_held_call_waits_for_a_person_and_runs_once_after_approval() {
     let call = &held[0];
     assert_eq!(
         (call.tool.as_str(), call.status),
-        ("send_email", PendingStatus::Pending)
+        ("send_email", HeldStatus::Held)
     );
     assert!(call.args.contains("jay@google.com"));
     assert!(
@@ -76,7 +76,7 @@ async fn a_held_call_waits_for_a_person_and_runs_once_after_approval() {
 
     // Undecided, a resume runs nothing.
     let waiting = run(&["--sqlite", file, "--resume"]);
-    assert!(waiting.contains("still pending"), "{waiting}");
+    assert!(waiting.contains("still held"), "{waiting}");
 
     let reviewer = tooltrust::Id::new("lead").unwrap();
     store
@@ -94,7 +94,7 @@ async fn a_held_call_waits_for_a_person_and_runs_once_after_approval() {
     assert_eq!(ran, 1, "{resumed:?}");
     assert!(resumed[1].contains("already ran"), "{}", resumed[1]);
     let after = store.get(&call.id).await.unwrap().unwrap();
-    assert_eq!(after.status, PendingStatus::Ran);
+    assert_eq!(after.status, HeldStatus::Ran);
     store.verify_chain(None).await.unwrap();
     store.close().await;
 }

@@ -26,7 +26,7 @@ use std::time::Instant;
 use serde_json::json;
 use tooltrust::call::Checksum;
 use tooltrust_store::{
-    ClaimError, DecideError, ListFilter, Location, PendingStatus, Store, StoreOptions,
+    ClaimError, DecideError, HeldStatus, ListFilter, Location, Store, StoreOptions,
 };
 
 use common::contract::chain_entries;
@@ -292,8 +292,8 @@ fn fleet_load_postgres(runtime: &tokio::runtime::Runtime) -> bool {
         .unwrap();
     assert_eq!(calls.len(), total);
     assert!(
-        calls.iter().all(|c| c.status == PendingStatus::Ran),
-        "every call ran"
+        calls.iter().all(|c| c.status == HeldStatus::Claimed),
+        "every call was claimed"
     );
     let all: HashSet<String> = calls.iter().map(|c| c.id.to_string()).collect();
     let once = |ids: &[&str], what: &str| {
@@ -449,18 +449,19 @@ async fn agent_child(store: Store, index: usize, per_agent: usize) {
                 }
             }
             for call in &lane_ids {
-                match store.claim_to_run(call).await {
+                let binding = store.get(call).await.unwrap().unwrap().binding();
+                match store.claim_to_run(call, &binding).await {
                     Ok(_) => say(format!("claimed {call}")),
-                    Err(ClaimError::AlreadyRan(_)) => {}
+                    Err(ClaimError::AlreadyClaimed { .. }) => {}
                     Err(ClaimError::NotApproved {
-                        status: PendingStatus::Pending,
+                        status: HeldStatus::Held,
                         ..
                     }) => {
                         // The neighbour has not decided it yet: wait for it.
                         store.wait_decision(call, Default::default()).await.unwrap();
-                        match store.claim_to_run(call).await {
+                        match store.claim_to_run(call, &binding).await {
                             Ok(_) => say(format!("claimed {call}")),
-                            Err(ClaimError::AlreadyRan(_)) => {}
+                            Err(ClaimError::AlreadyClaimed { .. }) => {}
                             Err(other) => panic!("claim {call}: {other}"),
                         }
                     }

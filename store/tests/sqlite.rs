@@ -71,7 +71,7 @@ async fn a_full_disk_loses_nothing_acknowledged() {
         "{refused:?}"
     );
     let still = capped.get(&call.id).await.unwrap().unwrap();
-    assert_eq!(still.status, tooltrust_store::PendingStatus::Pending);
+    assert_eq!(still.status, tooltrust_store::HeldStatus::Held);
     let report = capped.verify_chain(None).await.unwrap();
     assert_eq!(report.entries, acknowledged.len() as u64);
     assert_eq!(report.head.hash, acknowledged.last().unwrap().hash);

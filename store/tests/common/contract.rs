@@ -10,8 +10,8 @@ use sqlx::Row;
 use tooltrust::audit::{Body, GENESIS, Head, VerifyErrorKind};
 use tooltrust::event::{Event, Recorder};
 use tooltrust_store::{
-    ChainError, ClaimError, ConversationError, DecideError, EntryFilter, HoldError, ListFilter,
-    PendingStatus, SCHEMA_VERSION, SealedCopy, Store, StoreError, StoreRecorder, WaitError,
+    ChainError, ClaimError, ConversationError, DecideError, EntryFilter, HeldStatus, HoldError,
+    ListFilter, SCHEMA_VERSION, SealedCopy, Store, StoreError, StoreRecorder, WaitError,
     WaitOptions,
 };
 
@@ -71,7 +71,7 @@ pub async fn hold_list_get(db: &TestDb) {
         .unwrap();
     // Stored as given, the arguments canonical, the time set by the store.
     assert_eq!(second.args, r#"{"amount":1000,"to":"eve"}"#);
-    assert_eq!(second.status, PendingStatus::Pending);
+    assert_eq!(second.status, HeldStatus::Held);
     assert!(first.created_at <= second.created_at && second.created_at <= third.created_at);
     assert_eq!(store.get(&first.id).await.unwrap(), Some(first.clone()));
     assert_eq!(store.get(&id("nope")).await.unwrap(), None);
@@ -144,7 +144,7 @@ pub async fn hold_list_get(db: &TestDb) {
     };
     assert!(store.list(&filter).await.unwrap().is_empty());
     let filter = ListFilter {
-        status: Some(PendingStatus::Approved),
+        status: Some(HeldStatus::Approved),
         ..ListFilter::default()
     };
     assert!(store.list(&filter).await.unwrap().is_empty());
@@ -152,7 +152,7 @@ pub async fn hold_list_get(db: &TestDb) {
     // What cannot be held.
     assert!(matches!(store.hold(&first).await, Err(HoldError::Duplicate(d)) if d == first.id));
     let mut decided = held("send_email", "{}", "default", "s", "a");
-    decided.status = PendingStatus::Approved;
+    decided.status = HeldStatus::Approved;
     assert!(matches!(
         store.hold(&decided).await,
         Err(HoldError::NotPending(_))
@@ -199,14 +199,14 @@ pub async fn decisions_follow_the_rules(db: &TestDb) {
     ));
     assert_eq!(
         store.get(&call.id).await.unwrap().unwrap().status,
-        PendingStatus::Pending
+        HeldStatus::Held
     );
 
     let approved = store
         .decide(&call.id, &id("rita"), true, "the principal asked for it")
         .await
         .unwrap();
-    assert_eq!(approved.status, PendingStatus::Approved);
+    assert_eq!(approved.status, HeldStatus::Approved);
     assert_eq!(approved.decided_by, Some(id("rita")));
     assert_eq!(
         approved.decision_reason.as_deref(),
@@ -220,7 +220,7 @@ pub async fn decisions_follow_the_rules(db: &TestDb) {
         matches!(
             again,
             Err(DecideError::AlreadyDecided {
-                status: PendingStatus::Approved,
+                status: HeldStatus::Approved,
                 ..
             })
         ),
@@ -232,7 +232,7 @@ pub async fn decisions_follow_the_rules(db: &TestDb) {
         .decide(&other.id, &id("sam"), false, "exfiltration")
         .await
         .unwrap();
-    assert_eq!(rejected.status, PendingStatus::Rejected);
+    assert_eq!(rejected.status, HeldStatus::Rejected);
 
     // The chain holds the decisions and the refusals, in order, and verifies.
     let entries = chain_entries(db, "default").await;
@@ -263,9 +263,9 @@ pub async fn claims_run_a_call_once(db: &TestDb) {
     let store = db.open().await;
     let call = hold(&store, r#"{"to":"eve"}"#).await;
     assert!(matches!(
-        store.claim_to_run(&call.id).await,
+        store.claim_to_run(&call.id, &call.binding()).await,
         Err(ClaimError::NotApproved {
-            status: PendingStatus::Pending,
+            status: HeldStatus::Held,
             ..
         })
     ));
@@ -273,14 +273,17 @@ pub async fn claims_run_a_call_once(db: &TestDb) {
         .decide(&call.id, &id("rita"), true, "fine")
         .await
         .unwrap();
-    let claimed = store.claim_to_run(&call.id).await.unwrap();
-    assert_eq!(claimed.status, PendingStatus::Ran);
+    let claimed = store.claim_to_run(&call.id, &call.binding()).await.unwrap();
+    assert_eq!(claimed.status, HeldStatus::Claimed);
     assert!(matches!(
-        store.claim_to_run(&call.id).await,
-        Err(ClaimError::AlreadyRan(_))
+        store.claim_to_run(&call.id, &call.binding()).await,
+        Err(ClaimError::AlreadyClaimed { .. })
     ));
+    let ran = store.finish_claimed(&call.id, true).await.unwrap();
+    assert_eq!(ran.status, HeldStatus::Ran);
+    assert!(store.finish_claimed(&call.id, false).await.is_err());
     assert!(matches!(
-        store.claim_to_run(&id("unknown")).await,
+        store.claim_to_run(&id("unknown"), &call.binding()).await,
         Err(ClaimError::UnknownCall(_))
     ));
     let rejected = hold(&store, r#"{"to":"bob"}"#).await;
@@ -289,9 +292,9 @@ pub async fn claims_run_a_call_once(db: &TestDb) {
         .await
         .unwrap();
     assert!(matches!(
-        store.claim_to_run(&rejected.id).await,
+        store.claim_to_run(&rejected.id, &rejected.binding()).await,
         Err(ClaimError::NotApproved {
-            status: PendingStatus::Rejected,
+            status: HeldStatus::Rejected,
             ..
         })
     ));
@@ -300,7 +303,155 @@ pub async fn claims_run_a_call_once(db: &TestDb) {
         .iter()
         .map(|e| e["event"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(kinds, ["call_decided", "call_claimed", "call_decided"]);
+    assert_eq!(
+        kinds,
+        [
+            "call_decided",
+            "call_claimed",
+            "call_finished",
+            "call_decided"
+        ]
+    );
+}
+
+/// An approval is spent only by the call it binds: another scope (another session of the
+/// same host, say), another tenant, tool, checksum or upstream is refused, recorded, and
+/// leaves the approval unspent for its own scope.
+pub async fn approvals_are_bound_to_their_scope_and_call(db: &TestDb) {
+    let store = db.open().await;
+    let call = hold(&store, r#"{"to":"eve"}"#).await;
+    store
+        .decide(&call.id, &id("rita"), true, "fine")
+        .await
+        .unwrap();
+    let bound = call.binding();
+    let others = [
+        (
+            "scope",
+            tooltrust_store::Binding {
+                scope: id("another-session"),
+                ..bound.clone()
+            },
+        ),
+        (
+            "tenant",
+            tooltrust_store::Binding {
+                tenant: id("acme"),
+                ..bound.clone()
+            },
+        ),
+        (
+            "tool",
+            tooltrust_store::Binding {
+                tool: "wire_money".into(),
+                ..bound.clone()
+            },
+        ),
+        (
+            "checksum",
+            tooltrust_store::Binding {
+                checksum: tooltrust::call::Checksum::of(b"other"),
+                ..bound.clone()
+            },
+        ),
+        (
+            "upstream",
+            tooltrust_store::Binding {
+                upstream: Some("mail".into()),
+                ..bound.clone()
+            },
+        ),
+    ];
+    for (field, other) in others {
+        match store.claim_to_run(&call.id, &other).await {
+            Err(ClaimError::BindingMismatch { field: named, .. }) => assert_eq!(named, field),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        store.get(&call.id).await.unwrap().unwrap().status,
+        HeldStatus::Approved
+    );
+    store.claim_to_run(&call.id, &bound).await.unwrap();
+    let refused = chain_entries(db, "default")
+        .await
+        .iter()
+        .filter(|e| e["event"] == "call_claim_refused")
+        .count();
+    assert_eq!(refused, 5);
+    assert_eq!(store.verify_chain(None).await.unwrap().entries, 7);
+}
+
+/// A row set to approved by a hand on the database, with no decision in the chain, runs
+/// nothing: the claim is refused and the refusal recorded. So is an expired approval.
+pub async fn approvals_need_their_decision_in_the_chain_and_expire(db: &TestDb) {
+    let store = db.open().await;
+    let call = hold(&store, r#"{"to":"eve"}"#).await;
+    db.tamper(&format!(
+        "UPDATE pending_call SET status = 'approved', decided_by = 'rita' WHERE id = '{}'",
+        call.id
+    ))
+    .await;
+    assert!(matches!(
+        store.claim_to_run(&call.id, &call.binding()).await,
+        Err(ClaimError::NoRecordedApproval(_))
+    ));
+    // A decision on another call does not vouch for this one either.
+    let other = hold(&store, r#"{"to":"bob"}"#).await;
+    store
+        .decide(&other.id, &id("rita"), true, "fine")
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.claim_to_run(&call.id, &call.binding()).await,
+        Err(ClaimError::NoRecordedApproval(_))
+    ));
+    let kinds: Vec<_> = chain_entries(db, "default")
+        .await
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["call_claim_refused", "call_decided", "call_claim_refused"]
+    );
+
+    // Expiry: a call past its expiry can be neither decided nor claimed.
+    let mut short = held(
+        "send_email",
+        r#"{"to":"carol"}"#,
+        "default",
+        "support",
+        "ann",
+    );
+    short.expires_at = Some("2000-01-01T00:00:00Z".into());
+    let short = store.hold(&short).await.unwrap();
+    assert!(matches!(
+        store.decide(&short.id, &id("rita"), true, "late").await,
+        Err(DecideError::Expired { .. })
+    ));
+    assert_eq!(
+        store.get(&short.id).await.unwrap().unwrap().status,
+        HeldStatus::Expired
+    );
+    let approved = hold(&store, r#"{"to":"dave"}"#).await;
+    store
+        .decide(&approved.id, &id("rita"), true, "fine")
+        .await
+        .unwrap();
+    db.tamper(&format!(
+        "UPDATE pending_call SET expires_at = '2000-01-01T00:00:00Z' WHERE id = '{}'",
+        approved.id
+    ))
+    .await;
+    assert!(matches!(
+        store.claim_to_run(&approved.id, &approved.binding()).await,
+        Err(ClaimError::Expired { .. })
+    ));
+    assert_eq!(
+        store.get(&approved.id).await.unwrap().unwrap().status,
+        HeldStatus::Expired
+    );
 }
 
 /// Eight deciders (each with a pool of its own, as separate processes would have) race
@@ -330,11 +481,12 @@ pub async fn concurrent_deciders_decide_once(db: &TestDb) {
                     {
                         let reviewer = id(&format!("reviewer-{worker}"));
                         let outcome = if claim {
-                            match store.claim_to_run(call).await {
+                            let binding = store.get(call).await.unwrap().unwrap().binding();
+                            match store.claim_to_run(call, &binding).await {
                                 Ok(_) => true,
-                                Err(ClaimError::AlreadyRan(_)) => false,
+                                Err(ClaimError::AlreadyClaimed { .. }) => false,
                                 Err(ClaimError::NotApproved {
-                                    status: PendingStatus::Rejected,
+                                    status: HeldStatus::Rejected,
                                     ..
                                 }) => false,
                                 Err(other) => panic!("claim {i}: {other}"),
@@ -431,7 +583,7 @@ pub async fn waiting_sees_a_decision_from_elsewhere(db: &TestDb) {
     };
     let decided = store.wait_decision(&call.id, waiting).await.unwrap();
     decider.await.unwrap();
-    assert_eq!(decided.status, PendingStatus::Approved);
+    assert_eq!(decided.status, HeldStatus::Approved);
 }
 
 /// The chain's rows are the file log's lines: written to a file, they verify with the

@@ -87,6 +87,8 @@ macro_rules! contract_tests {
             hold_list_get,
             decisions_follow_the_rules,
             claims_run_a_call_once,
+            approvals_are_bound_to_their_scope_and_call,
+            approvals_need_their_decision_in_the_chain_and_expire,
             concurrent_deciders_decide_once,
             waiting_sees_a_decision_from_elsewhere,
             appends_chain_like_the_file_log,
