@@ -193,7 +193,9 @@ impl Lock {
             .map_err(|error| io_error(io::Error::other(error)))?;
         text.push('\n');
         let temp = path.with_extension("lock.tmp");
-        std::fs::write(&temp, text).map_err(io_error)?;
+        let mut file = std::fs::File::create(&temp).map_err(io_error)?;
+        io::Write::write_all(&mut file, text.as_bytes()).map_err(io_error)?;
+        file.sync_all().map_err(io_error)?;
         std::fs::rename(&temp, path).map_err(io_error)
     }
 
