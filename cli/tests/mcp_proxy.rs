@@ -557,6 +557,103 @@ async fn a_held_call_is_approved_out_of_band_and_runs_once() {
     client.cancel().await.expect("the client stops");
 }
 
+/// Approves a held call from any terminal, as a person would.
+fn approve_from_a_terminal(store: &Path, id: &str) {
+    let approve = std::process::Command::new(TOOLTRUST)
+        .args([
+            "pending",
+            "approve",
+            id,
+            "--reviewer",
+            "lead",
+            "--reason",
+            "asked for",
+        ])
+        .arg("--sqlite")
+        .arg(store)
+        .output()
+        .expect("tooltrust runs");
+    assert!(
+        approve.status.success(),
+        "{}",
+        String::from_utf8_lossy(&approve.stderr)
+    );
+}
+
+fn held_id(held: &CallToolResult) -> String {
+    let text = text(held);
+    text.split("tooltrust pending approve ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no approve command in {text}"))
+        .to_owned()
+}
+
+/// An approval is bound to the proxy session whose scope held the call: a second, tainted
+/// session sharing the queue that makes the very same call has it held, not run; and a
+/// row set to approved in the database, with no decision recorded, runs nothing anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_runs_only_in_the_session_that_held_the_call() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let outbox = dir.path().join("outbox.txt");
+    let config = config(dir.path(), &outbox, "store = \"sqlite:review.db\"");
+    let store = dir.path().join("review.db");
+    // A second proxy process (its own audit log) on the same review queue.
+    let other_dir = tempfile::tempdir().expect("a temp dir");
+    let other_config = crate::config(
+        other_dir.path(),
+        &outbox,
+        &format!("store = \"sqlite:{}\"", store.display()),
+    );
+    let first = proxy(&config, person(None)).await;
+    let second = proxy(&other_config, person(None)).await;
+    let held = send_after_the_page(&first, "ann@example.com", "X1: 49 EUR").await;
+    approve_from_a_terminal(&store, &held_id(&held));
+
+    // The other session read the same page, so it is tainted too; the same call there is
+    // held afresh, never run on the first session's approval.
+    let elsewhere = send_after_the_page(&second, "ann@example.com", "X1: 49 EUR").await;
+    assert_eq!(elsewhere.is_error, Some(true), "{}", text(&elsewhere));
+    assert!(
+        text(&elsewhere).contains("held for review"),
+        "{}",
+        text(&elsewhere)
+    );
+    assert_eq!(sent(&outbox), 0, "another session's approval ran the call");
+
+    // In its own session it runs, once.
+    let again = call(
+        &first,
+        "web__send_email",
+        json!({"to": "ann@example.com", "body": "X1: 49 EUR"}),
+    )
+    .await;
+    assert_ne!(again.is_error, Some(true), "{}", text(&again));
+    assert_eq!(sent(&outbox), 1);
+
+    // A hand on the database marks the second session's call approved: nothing runs.
+    let forged = held_id(&elsewhere);
+    let db = sqlx::SqlitePool::connect(&format!("sqlite:{}", store.display()))
+        .await
+        .expect("the database opens");
+    sqlx::query("UPDATE pending_call SET status = 'approved', decided_by = 'lead' WHERE id = $1")
+        .bind(&forged)
+        .execute(&db)
+        .await
+        .expect("the row changes");
+    db.close().await;
+    let forged_run = call(
+        &second,
+        "web__send_email",
+        json!({"to": "ann@example.com", "body": "X1: 49 EUR"}),
+    )
+    .await;
+    assert_eq!(forged_run.is_error, Some(true), "{}", text(&forged_run));
+    assert_eq!(sent(&outbox), 1, "a forged approval ran the call");
+    first.cancel().await.expect("the client stops");
+    second.cancel().await.expect("the client stops");
+}
+
 /// A client that goes away in the middle of a call loses nothing that was recorded: the
 /// decision is in the audit log before the call runs, the log verifies, and the next proxy
 /// opens it.

@@ -278,6 +278,10 @@ pub struct CallDecision {
     pub rule: String,
     /// Why.
     pub reason: String,
+    /// The held call's id, when the decision holds the call for review or lets a held
+    /// call run on its approval (the chain's story of a held call follows this id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Id>,
 }
 
 /// Why an event could not be recorded. It keeps the recorder's own error (an

@@ -14,11 +14,13 @@
 mod entry;
 mod head;
 mod log;
+mod provenance;
 mod storage;
 mod verify;
 
 pub use entry::{Body, Entry, EventError, GENESIS, MAX_LINE_BYTES, MAX_SEQ, RESERVED_FIELDS};
 pub use head::{Head, HeadError};
 pub use log::{AuditError, AuditLog, AuditOptions, OpenReport, PartialAppend, Receipt, TornTail};
+pub use provenance::{Provenance, ProvenanceFault};
 pub use storage::{FileStorage, HEAD_FILE, LOG_FILE, Storage};
 pub use verify::{EntryReader, VerifyError, VerifyErrorKind, VerifyReport, verify};

@@ -416,7 +416,7 @@ impl State {
         {
             // Recorded as what the gate would have done, then let through.
             events.push(Event::CallObserved {
-                decision: call_decision(scope_id, call, &decision),
+                decision: call_decision(scope_id, call, &decision, None),
                 would: decision.ruling,
             });
             decision = Decision::allow(
@@ -432,7 +432,8 @@ impl State {
                 ),
             );
         }
-        events.push(decision_event(scope_id, call, &decision));
+        let held = (decision.ruling == Ruling::NeedsReview).then_some(&pending_id);
+        events.push(decision_event(scope_id, call, &decision, held));
         Ok(match decision.ruling {
             Ruling::Allow => {
                 scope.running.insert(call.id().clone());
@@ -511,7 +512,12 @@ impl State {
                     crate::gate::rule::REVIEW,
                     format!("{why} ({})", pending.decision.reason),
                 );
-                events.push(decision_event(scope_id, &pending.call, &decision));
+                events.push(decision_event(
+                    scope_id,
+                    &pending.call,
+                    &decision,
+                    Some(pending_id),
+                ));
                 return Ok(Claimed::Rejected(decision));
             }
             HeldStatus::Approved => {}
@@ -535,7 +541,12 @@ impl State {
                     pending.decision.rule, again.reason
                 ),
             );
-            events.push(decision_event(scope_id, &pending.call, &decision));
+            events.push(decision_event(
+                scope_id,
+                &pending.call,
+                &decision,
+                Some(pending_id),
+            ));
             return Ok(Claimed::Rejected(decision));
         }
         pending
@@ -546,7 +557,12 @@ impl State {
                 error,
             })?;
         let decision = Decision::allow(crate::gate::rule::REVIEW, "a judge approved the call");
-        events.push(decision_event(scope_id, &pending.call, &decision));
+        events.push(decision_event(
+            scope_id,
+            &pending.call,
+            &decision,
+            Some(pending_id),
+        ));
         scope.running.insert(pending.call.id().clone());
         Ok(Claimed::Run {
             call: Box::new(pending.call.clone()),
@@ -1042,7 +1058,12 @@ fn register_nonces(mode: Mode, scope: &mut ScopeState, nonces: &[String]) {
 }
 
 /// The record of `decision` on `call`.
-fn call_decision(scope: &Id, call: &ToolCall, decision: &Decision) -> CallDecision {
+fn call_decision(
+    scope: &Id,
+    call: &ToolCall,
+    decision: &Decision,
+    pending: Option<&Id>,
+) -> CallDecision {
     CallDecision {
         scope: scope.clone(),
         call: call.id().clone(),
@@ -1050,12 +1071,13 @@ fn call_decision(scope: &Id, call: &ToolCall, decision: &Decision) -> CallDecisi
         checksum: call.checksum(),
         rule: decision.rule.clone(),
         reason: decision.reason.clone(),
+        pending: pending.cloned(),
     }
 }
 
 /// The event that records `decision` on `call`.
-fn decision_event(scope: &Id, call: &ToolCall, decision: &Decision) -> Event {
-    let record = call_decision(scope, call, decision);
+fn decision_event(scope: &Id, call: &ToolCall, decision: &Decision, pending: Option<&Id>) -> Event {
+    let record = call_decision(scope, call, decision, pending);
     match decision.ruling {
         Ruling::Allow => Event::CallAllowed(record),
         Ruling::Deny => Event::CallDenied(record),
