@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod doc;
+pub mod pattern;
 
 /// The longest tool name accepted: the limit every major provider shares.
 pub const MAX_TOOL_NAME_LEN: usize = 64;

@@ -5,11 +5,19 @@
 //! `#[vocabulary(rename_all = "snake_case")]` on the enum and `#[vocabulary(rename =
 //! "…")]` on a variant change the names; `#[vocabulary(crate = "…")]` names tooltrust for
 //! crates that re-export it.
+//!
+//! On a newtype over a string, `#[vocabulary(pattern = "^[A-Z]{2}[0-9]{4}$")]` makes the
+//! texts the pattern matches the vocabulary. The pattern must be anchored at both ends and
+//! bound the length (the rule the runtime applies to run-time tools' schemas, shared
+//! through `tooltrust-internals`); any other pattern lets the model write text, and is a
+//! compile error spanned at the pattern.
 
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Data, DeriveInput, Fields, LitStr, Meta, Token};
+
+use tooltrust_internals::pattern::{CLOSED_PATTERN_RULE, closed_pattern_len};
 
 use crate::attr::{crate_path, krate_tokens};
 use crate::ctxt::Ctxt;
@@ -22,12 +30,15 @@ pub fn derive(input: TokenStream) -> TokenStream {
     };
     let mut cx = Ctxt::default();
     let options = Options::parse(&mut cx, &input.attrs, true);
+    if let Some(pattern) = &options.pattern {
+        return patterned(cx, &input, &options, pattern);
+    }
     let variants = match &input.data {
         Data::Enum(data) => data.variants.iter().collect::<Vec<_>>(),
         Data::Struct(data) => {
             cx.error_spanned_by(
                 data.struct_token,
-                "ClosedVocabulary derives only for enums of unit variants: a struct holds values the model would write; list the choices as an enum (`enum Product { Kettle, Toaster }`)",
+                "ClosedVocabulary derives only for enums of unit variants, or a newtype over a string with `#[vocabulary(pattern = \"^…$\")]`: a struct holds values the model would write; list the choices as an enum (`enum Product { Kettle, Toaster }`)",
             );
             Vec::new()
         }
@@ -136,12 +147,97 @@ pub fn derive(input: TokenStream) -> TokenStream {
     }
 }
 
+/// The derive on a newtype over a string whose texts match `pattern`.
+fn patterned(
+    mut cx: Ctxt,
+    input: &DeriveInput,
+    options: &Options,
+    pattern: &LitStr,
+) -> TokenStream {
+    let newtype = match &input.data {
+        Data::Struct(data) => match &data.fields {
+            Fields::Unnamed(fields) if fields.unnamed.len() == 1 => Some(()),
+            _ => None,
+        },
+        _ => None,
+    };
+    if newtype.is_none() {
+        cx.error_spanned_by(
+            pattern,
+            "`pattern` applies to a newtype over a string (`struct Code(String);`): the texts the pattern matches are the vocabulary",
+        );
+    }
+    if !input.generics.params.is_empty() {
+        cx.error_spanned_by(
+            &input.generics,
+            "a closed vocabulary cannot be generic: wrap a `String`",
+        );
+    }
+    if cx.has_errors() {
+        return cx.into_compile_errors();
+    }
+    // An open pattern is reported alone: the impls are still emitted, so that the tools
+    // taking the type report nothing more.
+    if let Err(error) = closed_pattern_len(&pattern.value()) {
+        cx.error_spanned_by(
+            pattern,
+            format!(
+                "this pattern does not close a vocabulary: {error}; the model could write text of its own here, and a `trusted, instruction` tool would return it with your authority. Remedy: {CLOSED_PATTERN_RULE}; or list the choices as an enum of unit variants"
+            ),
+        );
+    }
+    let errors = cx.has_errors().then(|| cx.into_compile_errors());
+    let krate = krate_tokens(options.krate.as_ref());
+    let private = quote!(#krate::__private);
+    let ident = &input.ident;
+    let type_name = ident.to_string();
+    let expecting = format!("a string matching `{}`", pattern.value());
+    quote! {
+        #errors
+
+        impl<'de> #private::serde::Deserialize<'de> for #ident {
+            fn deserialize<D: #private::serde::Deserializer<'de>>(
+                deserializer: D,
+            ) -> ::core::result::Result<Self, D::Error> {
+                static PATTERN: #private::VocabularyPattern = #private::VocabularyPattern::new(#pattern);
+                let text: ::std::string::String = #private::serde::Deserialize::deserialize(deserializer)?;
+                if PATTERN.matches(&text) {
+                    ::core::result::Result::Ok(#ident(::core::convert::From::from(text)))
+                } else {
+                    ::core::result::Result::Err(<D::Error as #private::serde::de::Error>::invalid_value(
+                        #private::serde::de::Unexpected::Str(&text),
+                        &#expecting,
+                    ))
+                }
+            }
+        }
+
+        impl #private::schemars::JsonSchema for #ident {
+            fn schema_name() -> #private::Cow<'static, str> {
+                #private::Cow::Borrowed(#type_name)
+            }
+
+            fn json_schema(
+                _: &mut #private::schemars::SchemaGenerator,
+            ) -> #private::schemars::Schema {
+                #private::schemars::json_schema!({
+                    "type": "string",
+                    "pattern": #pattern,
+                })
+            }
+        }
+
+        impl #private::ClosedVocabulary for #ident {}
+    }
+}
+
 /// `#[vocabulary(...)]` options.
 #[derive(Default)]
 struct Options {
     rename_all: RenameAll,
     rename: Option<LitStr>,
     krate: Option<syn::Path>,
+    pattern: Option<LitStr>,
 }
 
 impl Options {
@@ -189,10 +285,11 @@ impl Options {
                         }
                     }
                     (Some("rename"), Some(text)) if !container => options.rename = Some(text),
+                    (Some("pattern"), Some(text)) if container => options.pattern = Some(text),
                     _ => cx.error_spanned_by(
                         &meta,
                         if container {
-                            "expected `rename_all = \"…\"` or `crate = \"…\"` on the enum"
+                            "expected `rename_all = \"…\"`, `pattern = \"…\"` or `crate = \"…\"` on the type"
                         } else {
                             "expected `rename = \"…\"` on a variant"
                         },

@@ -136,7 +136,7 @@ pub mod __private {
     use crate::tool::Outcome;
     pub use crate::tool::{
         ClosedVocabulary, Context, DeclaredTrust, Effects, OutputKind, Tool, ToolError, ToolFuture,
-        ToolInput, ToolSpec, Toolbox,
+        ToolInput, ToolSpec, Toolbox, VocabularyPattern,
     };
     pub use std::sync::Arc;
     pub use tooltrust_internals::doc::{DocFragment, doc_join, doc_len, doc_str};

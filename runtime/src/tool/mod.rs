@@ -23,6 +23,8 @@ pub use serde_json::Value;
 pub use context::{Context, Contexts};
 pub use dynamic::{DynamicTool, DynamicToolBuilder};
 pub use vocabulary::ClosedVocabulary;
+#[doc(hidden)]
+pub use vocabulary::VocabularyPattern;
 pub(crate) use vocabulary::{check_arguments, free_text_argument};
 
 use crate::call::ToolCall;

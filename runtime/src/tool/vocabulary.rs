@@ -2,10 +2,13 @@
 //! instruction (a product, a policy number, a yes or no), never *write* one. The compile
 //! time check is the trait bound; the run time checks, for tools defined at run time or
 //! by hand, read the arguments schema: an argument is closed when its schema is an enum,
-//! a constant, a boolean, a number or a string with a pattern.
+//! a constant, a boolean, a number or a string whose pattern is anchored at both ends
+//! and bounds its length (`^[A-Z]{2}[0-9]{4}$`; not `^[A-Z]{2}[0-9]`, which any text
+//! can follow, nor `^a|b$`, whose alternatives are each anchored at one end only).
 
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+use tooltrust_internals::pattern::closed_pattern_len;
 
 use super::ArgumentsError;
 use crate::canonical::canonical_json;
@@ -14,7 +17,10 @@ use crate::canonical::canonical_json;
 ///
 /// Every parameter of a `trusted, instruction` tool must implement it, so that no text
 /// the model writes can come back with your authority. It is implemented for integers
-/// and `bool`, and derived for enums of unit variants:
+/// and `bool`, and derived for enums of unit variants, and for a newtype over a string
+/// with a pattern anchored at both ends that bounds the length
+/// (`#[vocabulary(pattern = "^[A-Z]{2}[0-9]{1,4}$")] struct Code(String);`; any other
+/// pattern is a compile error):
 ///
 /// ```
 /// #[derive(tooltrust::ClosedVocabulary)]
@@ -91,7 +97,10 @@ fn is_closed(schema: &Value, root: &Value, depth: usize) -> bool {
     }
     let closed_type = |ty: &Value| match ty.as_str() {
         Some("boolean" | "integer" | "number" | "null") => true,
-        Some("string") => object.get("pattern").is_some_and(Value::is_string),
+        Some("string") => object
+            .get("pattern")
+            .and_then(Value::as_str)
+            .is_some_and(|pattern| closed_pattern_len(pattern).is_ok()),
         _ => false,
     };
     match object.get("type") {
@@ -174,6 +183,32 @@ fn matches_pattern(pattern: &str, text: &str) -> bool {
     regex_lite::Regex::new(pattern).is_ok_and(|regex| regex.is_match(text))
 }
 
+/// The pattern of a `#[derive(ClosedVocabulary)]` newtype, compiled on first use.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct VocabularyPattern {
+    pattern: &'static str,
+    regex: std::sync::OnceLock<Option<regex_lite::Regex>>,
+}
+
+impl VocabularyPattern {
+    /// The pattern, not yet compiled.
+    pub const fn new(pattern: &'static str) -> Self {
+        VocabularyPattern {
+            pattern,
+            regex: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Whether `text` matches; a pattern the engine cannot compile matches nothing.
+    pub fn matches(&self, text: &str) -> bool {
+        self.regex
+            .get_or_init(|| regex_lite::Regex::new(self.pattern).ok())
+            .as_ref()
+            .is_some_and(|regex| regex.is_match(text))
+    }
+}
+
 /// The schema a local `$ref` (`#/$defs/Name`, `#/definitions/Name`) points to.
 fn resolve<'a>(root: &'a Value, target: &str) -> Option<&'a Value> {
     let path = target.strip_prefix('#')?;
@@ -205,6 +240,17 @@ mod tests {
         let mut open = schema.clone();
         open["properties"]["note"] = json!({"type": "string"});
         assert_eq!(free_text_argument(&open).as_deref(), Some("note"));
+        // A pattern closes a vocabulary only when anchored at both ends, in every
+        // alternative, and bounded; else the model writes what follows or precedes it.
+        for pattern in ["^[A-Z]{2}[0-9]", "[A-Z]{2}$", "^GB|FR$", "^[A-Z]+$"] {
+            let mut open = schema.clone();
+            open["properties"]["code"]["pattern"] = json!(pattern);
+            assert_eq!(
+                free_text_argument(&open).as_deref(),
+                Some("code"),
+                "{pattern}"
+            );
+        }
         let mut looping = schema.clone();
         looping["$defs"]["Product"] = json!({"$ref": "#/$defs/Product"});
         assert_eq!(free_text_argument(&looping).as_deref(), Some("maybe"));
