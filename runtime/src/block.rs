@@ -66,12 +66,13 @@ enum Body {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Origin {
-    /// A tool's output; the string values of the call's arguments (an output may echo
+    /// A tool's output; the scalar values of the call's arguments (an output may echo
     /// them, so they vouch for nothing).
     ToolOutput {
         /// The tool.
         tool: String,
-        /// Every string in the call's arguments.
+        /// Every key and scalar in the call's arguments: strings as they are, numbers and
+        /// booleans as canonical JSON text.
         argument_values: Vec<String>,
     },
     /// A message.

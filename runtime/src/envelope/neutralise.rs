@@ -122,6 +122,25 @@ pub fn neutralise(body: &str) -> Neutralised<'_> {
     }
 }
 
+/// `text` as the neutraliser reads it, for comparing what two texts say rather than
+/// their bytes: invisible characters dropped, and every other character replaced by its
+/// first reading in the skeleton table (NFKC, case folding, confusables: `ＥＶＥ`,
+/// `EVE` and `eve` all read `eve`), or lowercased when it has none.
+pub(crate) fn fold(text: &str) -> String {
+    let mut folded = String::with_capacity(text.len());
+    for c in text.chars() {
+        let class = Class::of(c);
+        if class.is_invisible() {
+            continue;
+        }
+        match class.reading() {
+            "" => folded.extend(c.to_lowercase()),
+            reading => folded.push_str(reading),
+        }
+    }
+    folded
+}
+
 /// Like [`neutralise`], and shows `probe` the rest of the body at every ASCII `<` the
 /// scan visits, stopping at its first error. The scan visits every `<` of a body it
 /// finds nothing in, and skips only those inside the spans it rewrites.

@@ -15,11 +15,15 @@
 
 mod leak;
 
+use std::borrow::Cow;
+
 use memchr::memmem;
 use serde::{Deserialize, Serialize};
 
 use crate::block::{Block, Origin};
 use crate::call::ToolCall;
+use crate::canonical::canonical_json;
+use crate::envelope::neutralise::fold;
 use crate::id::Id;
 use crate::record::Sender;
 use crate::registry::Registry;
@@ -290,14 +294,20 @@ fn role_name(role: ScopeRole) -> &'static str {
     }
 }
 
-/// A developer rule: in a tainted scope, allow `tool` when its string argument
-/// `argument` appears, as a whole token, in a block that vouches for it (say, send an
-/// email only to an address the developer's own data names). Otherwise it does not
-/// decide, and the defaults apply.
+/// A developer rule: in a tainted scope, allow `tool` when its argument `argument` (a
+/// string, a number or a boolean, read as canonical text) appears, as a whole token, in
+/// a block that vouches for it (say, send an email only to an address the developer's
+/// own data names). Otherwise it does not decide, and the defaults apply.
 ///
 /// A block vouches for a value when it is the developer's instruction, or a trusted
 /// tool's output that does not merely echo that tool's own arguments (a lookup that
-/// answers "no record for eve@evil.example" vouches for nothing). The principal's
+/// answers "no record for eve@evil.example" vouches for nothing). An echo is judged as
+/// a model reads it: the value and every scalar argument of that tool's call are compared
+/// after the neutraliser's folding (NFKC, case, lookalikes, invisible characters), so a
+/// lookup that lowercases `EVE@EVIL.EXAMPLE`, or prints back the account number it was
+/// given, vouches for nothing either. The value itself must appear in the block as it
+/// is: folding never widens what vouches (`paypa1.example` is not `paypal.example`).
+/// The principal's
 /// messages vouch only when the developer opts in with
 /// [`principal_messages`](Self::principal_messages): "never email eve@evil.example"
 /// names an address too.
@@ -329,7 +339,7 @@ impl ArgumentFromTrustedBlock {
     }
 
     /// Whether `block` may vouch for `value`.
-    fn vouches(&self, block: &Block, value: &str, finder: &memmem::Finder<'_>) -> bool {
+    fn vouches(&self, block: &Block, value: &Needle<'_>) -> bool {
         let origin_vouches = match block.origin() {
             // The developer's instruction.
             None => true,
@@ -337,14 +347,46 @@ impl ArgumentFromTrustedBlock {
                 argument_values, ..
             }) => {
                 block.trust() == Trust::Trusted
-                    && !argument_values
-                        .iter()
-                        .any(|argument| holds_token(argument, value, finder))
+                    && !argument_values.iter().any(|argument| {
+                        holds_token(&fold(argument), &value.folded, &value.folded_finder)
+                    })
             }
             Some(Origin::Message(Sender::Principal)) => self.principal_messages,
             Some(_) => false,
         };
-        origin_vouches && holds_token(block.text(), value, finder)
+        origin_vouches && holds_token(block.text(), &value.text, &value.finder)
+    }
+}
+
+/// The value a rule looks for: as canonical text, and as the neutraliser reads it.
+struct Needle<'a> {
+    text: &'a str,
+    finder: memmem::Finder<'a>,
+    folded: String,
+    folded_finder: memmem::Finder<'static>,
+}
+
+impl<'a> Needle<'a> {
+    fn new(text: &'a str) -> Self {
+        let folded = fold(text);
+        Needle {
+            text,
+            finder: memmem::Finder::new(text),
+            folded_finder: memmem::Finder::new(&folded).into_owned(),
+            folded,
+        }
+    }
+}
+
+/// An argument as canonical text: a string as it is, a number or a boolean as its
+/// canonical JSON; anything else (null, an array, an object) is none.
+fn scalar_text(value: &serde_json::Value) -> Option<Cow<'_, str>> {
+    match value {
+        serde_json::Value::String(text) => Some(Cow::Borrowed(text)),
+        serde_json::Value::Number(_) | serde_json::Value::Bool(_) => {
+            Some(Cow::Owned(canonical_json(value)))
+        }
+        _ => None,
     }
 }
 
@@ -374,15 +416,15 @@ impl Rule for ArgumentFromTrustedBlock {
         if cx.call.tool() != self.tool || cx.taint != Taint::Tainted {
             return None;
         }
-        let value = cx.call.args().get(&self.argument)?.as_str()?;
+        let value = scalar_text(cx.call.args().get(&self.argument)?)?;
         if value.is_empty() {
             return None;
         }
-        let value_finder = memmem::Finder::new(value);
+        let needle = Needle::new(&value);
         let source = cx
             .blocks
             .iter()
-            .find(|block| self.vouches(block, value, &value_finder))?;
+            .find(|block| self.vouches(block, &needle))?;
         Some(Decision::allow(
             self.name.clone(),
             format!(

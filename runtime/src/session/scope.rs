@@ -577,6 +577,10 @@ fn string_values(args: &serde_json::Map<String, serde_json::Value>) -> Vec<Strin
     fn walk(value: &serde_json::Value, out: &mut Vec<String>) {
         match value {
             serde_json::Value::String(text) => out.push(text.clone()),
+            // As canonical text: an output may echo a number or a boolean too.
+            serde_json::Value::Number(_) | serde_json::Value::Bool(_) => {
+                out.push(crate::canonical::canonical_json(value));
+            }
             serde_json::Value::Array(items) => items.iter().for_each(|item| walk(item, out)),
             serde_json::Value::Object(map) => {
                 for (key, item) in map {

