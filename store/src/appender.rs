@@ -22,7 +22,7 @@ use tooltrust::audit::{Body, Receipt};
 
 use crate::chain::{self, APPEND};
 use crate::engine::Engine;
-use crate::error::{ClaimError, DecideError, StoreError};
+use crate::error::{ClaimError, DecideError, HoldError, StoreError};
 use crate::pending::{self, DECISIONS_CHANNEL, PendingCall};
 
 /// The most entries one transaction holds.
@@ -43,6 +43,8 @@ pub(crate) enum Work {
         approve: bool,
         reason: String,
     },
+    /// A call to hold (its entry goes to the call's tenant's chain with it).
+    Hold(Box<PendingCall>),
     /// A claim to run an approved call, for the call `binding` names.
     Claim {
         call: Id,
@@ -59,13 +61,14 @@ impl Work {
             Work::Decide { call, .. } | Work::Claim { call, .. } | Work::Finish { call, .. } => {
                 Some(call)
             }
+            Work::Hold(held) => Some(&held.id),
         }
     }
 
     fn entries(&self) -> usize {
         match self {
             Work::Append { bodies, .. } => bodies.len(),
-            Work::Decide { .. } | Work::Claim { .. } | Work::Finish { .. } => 1,
+            Work::Decide { .. } | Work::Claim { .. } | Work::Finish { .. } | Work::Hold(_) => 1,
         }
     }
 }
@@ -74,6 +77,7 @@ impl Work {
 #[derive(Debug)]
 pub(crate) enum Done {
     Appended(Vec<Receipt>),
+    Held(Result<PendingCall, HoldError>),
     Decided(Result<PendingCall, DecideError>),
     Claimed(Result<PendingCall, ClaimError>),
 }

@@ -282,11 +282,13 @@ fn check(
 ) -> Result<VerifyReport, VerifyError> {
     let mut reader = EntryReader::new(BufReader::with_capacity(1 << 16, lines), head_row);
     let mut at_pinned = None;
+    let mut provenance = tooltrust::audit::Provenance::new();
     for entry in &mut reader {
         let entry = entry?;
         if pinned.is_some_and(|pinned| pinned.seq == entry.seq) {
             at_pinned = Some(entry.hash);
         }
+        provenance.observe(&entry);
     }
     let report = reader.finish()?;
     if let Some(pinned) = pinned.filter(|pinned| pinned.seq > 0) {
@@ -312,6 +314,7 @@ fn check(
             Some(_) => {}
         }
     }
+    provenance.check()?;
     Ok(report)
 }
 

@@ -127,6 +127,10 @@ pub enum StoreError {
     /// The event was refused; nothing was written.
     #[error("audit event refused: {0}")]
     Event(#[from] EventError),
+    /// The event is one the review queue writes itself, in the transaction that changes
+    /// the call: appended by hand it could vouch for an approval no one gave.
+    #[error("audit event refused: `{0}` entries are written by the review queue alone")]
+    ReservedEvent(String),
     /// The store's background task is gone (its runtime was shut down).
     #[error("the store is closed")]
     Closed,

@@ -11,6 +11,27 @@ use tooltrust::held::HeldStatus;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum StoreEvent<'a> {
+    /// The gate held a call and it entered the review queue (committed with its row).
+    CallHeld {
+        /// The call.
+        call: &'a Id,
+        /// Its tool.
+        tool: &'a str,
+        /// Its checksum.
+        checksum: &'a Checksum,
+        /// The scope that made it: an approval is bound to it.
+        scope: &'a Id,
+        /// That scope's author, who may not decide on it.
+        author: &'a Id,
+        /// The gate rule that held it.
+        rule: &'a str,
+        /// For a call to an MCP upstream, the upstream.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        upstream: Option<&'a str>,
+        /// When it expires, if it does.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        expires_at: Option<&'a str>,
+    },
     /// A person decided on a held call (committed with the decision itself).
     CallDecided {
         /// The call.
@@ -92,4 +113,18 @@ pub enum StoreEvent<'a> {
         /// How it ended.
         outcome: HeldStatus,
     },
+}
+
+/// Whether `body` is one of the entries the review queue writes about a held call (the
+/// session's own `call_decided`, which says `approve` rather than `decision`, is not).
+pub(crate) fn is_lifecycle(body: &tooltrust::audit::Body) -> bool {
+    match body.event() {
+        "call_held"
+        | "call_decision_refused"
+        | "call_claimed"
+        | "call_claim_refused"
+        | "call_finished" => true,
+        "call_decided" => body.field("decision").is_some(),
+        _ => false,
+    }
 }

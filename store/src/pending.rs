@@ -212,7 +212,8 @@ pub const MAX_REASON_BYTES: usize = 16 * 1024;
 
 impl Store {
     /// Puts `call` in the review queue, undecided, and returns it as stored (with
-    /// `created_at` set).
+    /// `created_at` set). The row and its `call_held` entry in the tenant's chain commit
+    /// together, so every decision in the chain follows the hold it decides.
     ///
     /// The record must be fresh (status pending, no decision) and self-consistent:
     /// `args` the canonical text of an object and `checksum` the checksum of the tool
@@ -221,35 +222,11 @@ impl Store {
         check_held(call)?;
         let mut stored = call.clone();
         stored.created_at = clock::now();
-        let inserted = sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO pending_call ({COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, NULL, NULL, $14, \
-             $15, $16) \
-             ON CONFLICT (id) DO NOTHING"
-        )))
-        .bind(stored.id.as_str())
-        .bind(stored.tenant.as_str())
-        .bind(stored.tool.as_str())
-        .bind(stored.args.as_str())
-        .bind(stored.checksum.to_hex())
-        .bind(stored.rule.as_str())
-        .bind(stored.reason.as_str())
-        .bind(stored.scope.as_str())
-        .bind(stored.author.as_str())
-        .bind(stored.principal_request.as_deref())
-        .bind(stored.context.as_deref())
-        .bind(HeldStatus::Held.as_str())
-        .bind(stored.created_at.as_str())
-        .bind(stored.declaration.as_deref())
-        .bind(stored.upstream.as_deref())
-        .bind(stored.expires_at.as_deref())
-        .execute(self.pool())
-        .await
-        .map_err(|e| self.engine().error(HOLD, e))?;
-        if inserted.rows_affected() == 0 {
-            return Err(HoldError::Duplicate(call.id.clone()));
+        let tenant = stored.tenant.clone();
+        match self.submit(&tenant, Work::Hold(Box::new(stored))).await? {
+            Done::Held(held) => held,
+            _ => Err(StoreError::Closed.into()),
         }
-        Ok(stored)
     }
 
     /// The held calls that match `filter`, newest first.
@@ -537,6 +514,7 @@ pub(crate) async fn apply(
             approve,
             reason,
         } => decide_in(tx, engine, call, reviewer, *approve, reason).await,
+        Work::Hold(held) => hold_in(tx, engine, held).await,
         Work::Claim { call, binding } => claim_in(tx, engine, call, binding).await,
         Work::Finish { call, ran } => finish_in(tx, engine, call, *ran).await,
         // The appender writes appends itself; it never passes them here.
@@ -545,6 +523,58 @@ pub(crate) async fn apply(
             done: Done::Appended(Vec::new()),
         }),
     }
+}
+
+async fn hold_in(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    stored: &PendingCall,
+) -> Result<Applied, StoreError> {
+    let inserted = sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO pending_call ({COLUMNS}) VALUES \
+         ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, NULL, NULL, $14, \
+         $15, $16) \
+         ON CONFLICT (id) DO NOTHING"
+    )))
+    .bind(stored.id.as_str())
+    .bind(stored.tenant.as_str())
+    .bind(stored.tool.as_str())
+    .bind(stored.args.as_str())
+    .bind(stored.checksum.to_hex())
+    .bind(stored.rule.as_str())
+    .bind(stored.reason.as_str())
+    .bind(stored.scope.as_str())
+    .bind(stored.author.as_str())
+    .bind(stored.principal_request.as_deref())
+    .bind(stored.context.as_deref())
+    .bind(HeldStatus::Held.as_str())
+    .bind(stored.created_at.as_str())
+    .bind(stored.declaration.as_deref())
+    .bind(stored.upstream.as_deref())
+    .bind(stored.expires_at.as_deref())
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| engine.error(HOLD, e))?;
+    if inserted.rows_affected() == 0 {
+        return Ok(Applied {
+            entry: None,
+            done: Done::Held(Err(HoldError::Duplicate(stored.id.clone()))),
+        });
+    }
+    let event = StoreEvent::CallHeld {
+        call: &stored.id,
+        tool: &stored.tool,
+        checksum: &stored.checksum,
+        scope: &stored.scope,
+        author: &stored.author,
+        rule: &stored.rule,
+        upstream: stored.upstream.as_deref(),
+        expires_at: stored.expires_at.as_deref(),
+    };
+    Ok(Applied {
+        entry: Some((stored.tenant.clone(), Body::of(&event)?)),
+        done: Done::Held(Ok(stored.clone())),
+    })
 }
 
 async fn decide_in(

@@ -167,6 +167,9 @@ impl Store {
         if bodies.is_empty() {
             return Ok(Vec::new());
         }
+        if let Some(body) = bodies.iter().find(|body| crate::event::is_lifecycle(body)) {
+            return Err(StoreError::ReservedEvent(body.event().to_owned()));
+        }
         let work = Work::Append {
             tenant: self.tenant.clone(),
             bodies,

@@ -330,6 +330,7 @@ fn fleet_load_postgres(runtime: &tokio::runtime::Runtime) -> bool {
         (count("call_claimed"), distinct("call_claimed")),
         (total, total)
     );
+    assert_eq!((count("call_held"), distinct("call_held")), (total, total));
     assert_eq!(count("call_decision_refused"), refused.len());
     assert_eq!(
         (count("tool_ran"), distinct("tool_ran")),
@@ -338,7 +339,7 @@ fn fleet_load_postgres(runtime: &tokio::runtime::Runtime) -> bool {
     assert_eq!(entries_in_chain as usize, chain.len());
     assert_eq!(
         chain.len(),
-        2 * total + refused.len() + acks.len(),
+        3 * total + refused.len() + acks.len(),
         "no entry lost or added"
     );
     println!(

@@ -107,6 +107,19 @@ impl Body {
         Ok(Body(fields))
     }
 
+    /// The event's type (its `"event"` field).
+    pub fn event(&self) -> &str {
+        self.0
+            .get("event")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// The event's field `name`, if it has one.
+    pub fn field(&self, name: &str) -> Option<&Value> {
+        self.0.get(name)
+    }
+
     /// Seals the body as entry `seq`, with timestamp `ts`, after the entry whose hash is
     /// `prev`: returns the entry's line (its canonical JSON followed by `\n`) and its
     /// hash. Fails only when the line would exceed [`MAX_LINE_BYTES`].

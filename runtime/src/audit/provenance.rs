@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::entry::Entry;
+use super::verify::{VerifyError, VerifyErrorKind};
 
 /// An entry whose story does not hold.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,6 +41,16 @@ pub enum ProvenanceFault {
         /// The held call.
         call: String,
     },
+}
+
+impl ProvenanceFault {
+    /// The entry where the story breaks.
+    pub fn seq(&self) -> u64 {
+        match self {
+            ProvenanceFault::DecisionOnUnheld { seq, .. }
+            | ProvenanceFault::ClaimWithoutApproval { seq, .. } => *seq,
+        }
+    }
 }
 
 /// Reads entries in order and collects the faults of their held-call story.
@@ -114,5 +125,16 @@ impl Provenance {
     /// What did not hold, in chain order.
     pub fn faults(self) -> Vec<ProvenanceFault> {
         self.faults
+    }
+
+    /// The first fault, as a verification error at its entry.
+    pub fn check(self) -> Result<(), VerifyError> {
+        match self.faults.into_iter().next() {
+            None => Ok(()),
+            Some(fault) => Err(VerifyError {
+                seq: fault.seq(),
+                kind: VerifyErrorKind::Provenance(fault),
+            }),
+        }
     }
 }

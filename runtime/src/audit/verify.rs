@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::entry::{Entry, GENESIS, LineFault, MAX_LINE_BYTES, read_line};
 use super::head::Head;
+use super::provenance::{Provenance, ProvenanceFault};
 use crate::call::Checksum;
 
 /// A log that verified: how many entries it holds and its last entry.
@@ -110,6 +111,10 @@ pub enum VerifyErrorKind {
         /// The pinned head's seq.
         head_seq: u64,
     },
+    /// The chain is intact, but its held-call entries tell an impossible story: a claim
+    /// with no approval before it, a decision on a call never held.
+    #[error("{0}")]
+    Provenance(ProvenanceFault),
     /// The entry at the pinned head's seq is not the pinned one: the log was rewritten.
     #[error("the entry at the head's seq has hash {found}; the head pins {pinned}")]
     HeadMismatch {
@@ -121,7 +126,8 @@ pub enum VerifyErrorKind {
 }
 
 /// Verifies the log at `path` and, when `head` is given, that it still holds the
-/// entries the head pins.
+/// entries the head pins; then that its held-call entries tell a possible story
+/// ([`Provenance`](super::Provenance)).
 ///
 /// Every line must be an entry in exact canonical bytes, hash to its `hash`, carry the
 /// next `seq` and chain to the previous entry through `prev`; so any changed byte and
@@ -142,10 +148,13 @@ pub fn verify(path: &Path, head: Option<&Head>) -> Result<VerifyReport, VerifyEr
         kind: VerifyErrorKind::Io(Arc::new(error)),
     })?;
     let mut reader = EntryReader::new(BufReader::with_capacity(1 << 16, file), head.copied());
+    let mut provenance = Provenance::new();
     for entry in &mut reader {
-        entry?;
+        provenance.observe(&entry?);
     }
-    reader.finish()
+    let report = reader.finish()?;
+    provenance.check()?;
+    Ok(report)
 }
 
 /// Reads entries in order and checks each against the chain (and against a pinned

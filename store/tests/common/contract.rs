@@ -234,7 +234,7 @@ pub async fn decisions_follow_the_rules(db: &TestDb) {
         .unwrap();
     assert_eq!(rejected.status, HeldStatus::Rejected);
 
-    // The chain holds the decisions and the refusals, in order, and verifies.
+    // The chain holds the holds, the decisions and the refusals, in order, and verifies.
     let entries = chain_entries(db, "default").await;
     let kinds: Vec<_> = entries
         .iter()
@@ -243,20 +243,24 @@ pub async fn decisions_follow_the_rules(db: &TestDb) {
     assert_eq!(
         kinds,
         [
+            "call_held",
+            "call_held",
             "call_decision_refused",
             "call_decided",
             "call_decision_refused",
             "call_decided"
         ]
     );
-    assert_eq!(entries[1]["call"], json!(call.id));
-    assert_eq!(entries[1]["checksum"], json!(call.checksum));
-    assert_eq!(entries[1]["reviewer"], json!("rita"));
-    assert_eq!(entries[1]["decision"], json!("approved"));
-    assert_eq!(entries[3]["decision"], json!("rejected"));
-    assert_eq!(entries[0]["refusal"], json!("the author cannot decide"));
-    assert_eq!(entries[2]["refusal"], json!("already approved"));
-    assert_eq!(store.verify_chain(None).await.unwrap().entries, 4);
+    assert_eq!(entries[0]["call"], json!(call.id));
+    assert_eq!(entries[0]["scope"], json!(call.scope));
+    assert_eq!(entries[3]["call"], json!(call.id));
+    assert_eq!(entries[3]["checksum"], json!(call.checksum));
+    assert_eq!(entries[3]["reviewer"], json!("rita"));
+    assert_eq!(entries[3]["decision"], json!("approved"));
+    assert_eq!(entries[5]["decision"], json!("rejected"));
+    assert_eq!(entries[2]["refusal"], json!("the author cannot decide"));
+    assert_eq!(entries[4]["refusal"], json!("already approved"));
+    assert_eq!(store.verify_chain(None).await.unwrap().entries, 6);
 }
 
 pub async fn claims_run_a_call_once(db: &TestDb) {
@@ -306,9 +310,11 @@ pub async fn claims_run_a_call_once(db: &TestDb) {
     assert_eq!(
         kinds,
         [
+            "call_held",
             "call_decided",
             "call_claimed",
             "call_finished",
+            "call_held",
             "call_decided"
         ]
     );
@@ -379,7 +385,7 @@ pub async fn approvals_are_bound_to_their_scope_and_call(db: &TestDb) {
         .filter(|e| e["event"] == "call_claim_refused")
         .count();
     assert_eq!(refused, 5);
-    assert_eq!(store.verify_chain(None).await.unwrap().entries, 7);
+    assert_eq!(store.verify_chain(None).await.unwrap().entries, 8);
 }
 
 /// A row set to approved by a hand on the database, with no decision in the chain, runs
@@ -413,7 +419,13 @@ pub async fn approvals_need_their_decision_in_the_chain_and_expire(db: &TestDb) 
         .collect();
     assert_eq!(
         kinds,
-        ["call_claim_refused", "call_decided", "call_claim_refused"]
+        [
+            "call_held",
+            "call_claim_refused",
+            "call_held",
+            "call_decided",
+            "call_claim_refused"
+        ]
     );
 
     // Expiry: a call past its expiry can be neither decided nor claimed.
@@ -1046,8 +1058,12 @@ pub async fn declarations_entries_and_marks_read_back(db: &TestDb) {
             .unwrap();
     }
     let all = store.chain_entries(&EntryFilter::default()).await.unwrap();
-    assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), [4, 3, 2, 1]);
-    assert_eq!(all[0].line, chain_lines(db, "default").await[3]);
+    // The hold and the decision came first.
+    assert_eq!(
+        all.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [5, 4, 3, 2, 1]
+    );
+    assert_eq!(all[0].line, chain_lines(db, "default").await[4]);
     let search = |text: &str| EntryFilter {
         contains: Some(text.into()),
         ..EntryFilter::default()
@@ -1057,27 +1073,27 @@ pub async fn declarations_entries_and_marks_read_back(db: &TestDb) {
     };
     assert_eq!(
         seqs(store.chain_entries(&search("ALPHA")).await.unwrap()),
-        [2]
+        [3]
     );
     assert_eq!(
         seqs(store.chain_entries(&search("100%")).await.unwrap()),
-        [2]
+        [3]
     );
     assert_eq!(
         seqs(store.chain_entries(&search("a_1")).await.unwrap()),
-        [3]
+        [4]
     );
-    assert_eq!(seqs(store.chain_entries(&search("%")).await.unwrap()), [2]);
+    assert_eq!(seqs(store.chain_entries(&search("%")).await.unwrap()), [3]);
     assert_eq!(
         seqs(store.chain_entries(&search("_")).await.unwrap()),
-        [3, 1]
+        [4, 2, 1]
     );
     let page = EntryFilter {
-        before: Some(3),
+        before: Some(4),
         limit: Some(1),
         ..EntryFilter::default()
     };
-    assert_eq!(seqs(store.chain_entries(&page).await.unwrap()), [2]);
+    assert_eq!(seqs(store.chain_entries(&page).await.unwrap()), [3]);
     // Another tenant's chain is its own.
     assert!(
         store
