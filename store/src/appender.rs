@@ -234,8 +234,8 @@ async fn attempt(
             Err(error @ StoreError::Event(_)) => return Err(Abort::Exclude(vec![(i, error)])),
             Err(error) => return Err(Abort::Store(error)),
         };
-        if let Some((tenant, body)) = applied.entry {
-            entries.entry(tenant).or_default().push((i, vec![body]));
+        if let Some((tenant, bodies)) = applied.entry {
+            entries.entry(tenant).or_default().push((i, bodies));
         }
         decided |= matches!(applied.done, Done::Decided(Ok(_)));
         done.push((i, applied.done));

@@ -31,6 +31,10 @@ pub enum StoreEvent<'a> {
         /// When it expires, if it does.
         #[serde(skip_serializing_if = "Option::is_none")]
         expires_at: Option<&'a str>,
+        /// Recorded late: the call was held before the store recorded holds, and this
+        /// entry was written just before its decision.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        backfilled: bool,
     },
     /// A person decided on a held call (committed with the decision itself).
     CallDecided {

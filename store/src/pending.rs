@@ -496,7 +496,7 @@ fn check_held(call: &PendingCall) -> Result<(), HoldError> {
 /// A decision or claim, done inside the appender's transaction: the entry it adds to
 /// its tenant's chain (if any) and what its caller is told.
 pub(crate) struct Applied {
-    pub(crate) entry: Option<(Id, Body)>,
+    pub(crate) entry: Option<(Id, Vec<Body>)>,
     pub(crate) done: Done,
 }
 
@@ -561,20 +561,46 @@ async fn hold_in(
             done: Done::Held(Err(HoldError::Duplicate(stored.id.clone()))),
         });
     }
-    let event = StoreEvent::CallHeld {
-        call: &stored.id,
-        tool: &stored.tool,
-        checksum: &stored.checksum,
-        scope: &stored.scope,
-        author: &stored.author,
-        rule: &stored.rule,
-        upstream: stored.upstream.as_deref(),
-        expires_at: stored.expires_at.as_deref(),
-    };
     Ok(Applied {
-        entry: Some((stored.tenant.clone(), Body::of(&event)?)),
+        entry: Some((
+            stored.tenant.clone(),
+            vec![Body::of(&held_event(stored, false))?],
+        )),
         done: Done::Held(Ok(stored.clone())),
     })
+}
+
+/// The `call_held` entry of `call`.
+fn held_event(call: &PendingCall, backfilled: bool) -> StoreEvent<'_> {
+    StoreEvent::CallHeld {
+        call: &call.id,
+        tool: &call.tool,
+        checksum: &call.checksum,
+        scope: &call.scope,
+        author: &call.author,
+        rule: &call.rule,
+        upstream: call.upstream.as_deref(),
+        expires_at: call.expires_at.as_deref(),
+        backfilled,
+    }
+}
+
+/// Whether `call` was held before schema version 3, when holds were not yet recorded in
+/// the chain (timestamps of the store's clock sort as text).
+async fn held_before_the_lifecycle(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    call: &PendingCall,
+) -> Result<bool, StoreError> {
+    let row = sqlx::query("SELECT applied_at FROM tooltrust_schema WHERE version = 3")
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(|e| engine.error(DECIDE, e))?;
+    let applied: Option<String> = match row {
+        Some(row) => row.try_get(0).map_err(|e| engine.error(DECIDE, e))?,
+        None => None,
+    };
+    Ok(applied.is_some_and(|applied| call.created_at < applied))
 }
 
 async fn decide_in(
@@ -629,7 +655,7 @@ async fn decide_in(
             refusal: &why,
         };
         return Ok(Applied {
-            entry: Some((call.tenant.clone(), Body::of(&event)?)),
+            entry: Some((call.tenant.clone(), vec![Body::of(&event)?])),
             done: Done::Decided(Err(refusal)),
         });
     }
@@ -649,6 +675,12 @@ async fn decide_in(
     .execute(&mut **tx)
     .await
     .map_err(|e| engine.error(DECIDE, e))?;
+    let mut bodies = Vec::with_capacity(2);
+    if held_before_the_lifecycle(tx, engine, &call).await? {
+        // Held before the store recorded holds: its hold is recorded now, marked so, and
+        // the decision follows it.
+        bodies.push(Body::of(&held_event(&call, true))?);
+    }
     let event = StoreEvent::CallDecided {
         call: &call.id,
         tool: &call.tool,
@@ -659,8 +691,9 @@ async fn decide_in(
         decision: call.status,
         reason,
     };
+    bodies.push(Body::of(&event)?);
     Ok(Applied {
-        entry: Some((call.tenant.clone(), Body::of(&event)?)),
+        entry: Some((call.tenant.clone(), bodies)),
         done: Done::Decided(Ok(call)),
     })
 }
@@ -728,7 +761,7 @@ async fn claim_in(
                     scope: &binding.scope,
                     refusal: &why,
                 };
-                Some((call.tenant.clone(), Body::of(&event)?))
+                Some((call.tenant.clone(), vec![Body::of(&event)?]))
             }
         };
         return Ok(Applied {
@@ -746,7 +779,7 @@ async fn claim_in(
         upstream: call.upstream.as_deref(),
     };
     Ok(Applied {
-        entry: Some((call.tenant.clone(), Body::of(&event)?)),
+        entry: Some((call.tenant.clone(), vec![Body::of(&event)?])),
         done: Done::Claimed(Ok(call)),
     })
 }
@@ -781,7 +814,7 @@ async fn finish_in(
         outcome: call.status,
     };
     Ok(Applied {
-        entry: Some((call.tenant.clone(), Body::of(&event)?)),
+        entry: Some((call.tenant.clone(), vec![Body::of(&event)?])),
         done: Done::Claimed(Ok(call)),
     })
 }

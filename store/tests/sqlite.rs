@@ -73,14 +73,15 @@ async fn a_full_disk_loses_nothing_acknowledged() {
     let still = capped.get(&call.id).await.unwrap().unwrap();
     assert_eq!(still.status, tooltrust_store::HeldStatus::Held);
     let report = capped.verify_chain(None).await.unwrap();
-    assert_eq!(report.entries, acknowledged.len() as u64);
+    // The hold's entry, then the fillers.
+    assert_eq!(report.entries, acknowledged.len() as u64 + 1);
     assert_eq!(report.head.hash, acknowledged.last().unwrap().hash);
     capped.close().await;
 
     // Room again: the chain goes on from the last acknowledged entry.
     let store = db.open().await;
     let next = store.append(&json!({"event": "after"})).await.unwrap();
-    assert_eq!(next.seq, acknowledged.len() as u64 + 1);
+    assert_eq!(next.seq, acknowledged.len() as u64 + 2);
     assert_eq!(store.verify_chain(None).await.unwrap().entries, next.seq);
 }
 

@@ -1200,7 +1200,16 @@ pub async fn a_version_1_store_is_upgraded_in_place(db: &TestDb) {
         .decide(&call.id, &id("rita"), true, "fine")
         .await
         .unwrap();
-    assert_eq!(store.verify_chain(None).await.unwrap().entries, 1);
+    // Held before holds were recorded: its hold is recorded with its decision, marked.
+    assert_eq!(store.verify_chain(None).await.unwrap().entries, 2);
+    let entries = chain_entries(db, "default").await;
+    assert_eq!(entries[0]["event"], json!("call_held"));
+    assert_eq!(entries[0]["backfilled"], json!(true));
+    assert_eq!(entries[1]["event"], json!("call_decided"));
+    assert_eq!(
+        store.get(&call.id).await.unwrap().unwrap().status,
+        HeldStatus::Approved
+    );
     let pool = db.raw().await;
     let versions: i64 = sqlx::query("SELECT max(version) FROM tooltrust_schema")
         .fetch_one(&pool)
