@@ -11,9 +11,11 @@
 //! and lookalike brackets, slashes and bars read as the ASCII they look like. What is
 //! recognised:
 //!
-//! - our tags, opener or closer: a `<` (or anything that reads as one), then any
-//!   whitespace, slashes (a slash makes it a closer) and punctuation, then a tag name of
-//!   any tier as a prefix, whole words at a time — `system_instructions`,
+//! - our tags, opener or closer: a `<` (or anything that reads as one), then any run
+//!   (up to 32 characters) of whitespace, separators, punctuation and symbols — slashes
+//!   (a slash makes it a closer), brackets and bars included: `<|retrieved_corpus …>`,
+//!   `<(memory`, `<«/system_instructions>` — then a tag name of any tier as a prefix,
+//!   whole words at a time — `system_instructions`,
 //!   `trusted_content`, `untrusted_content`, `peer_agent_output`, `retrieved_corpus`,
 //!   `memories`, `memory`, `thought`, `message`, or only their first words (`</untrusted>`,
 //!   `<system>`, `<trusted output="instruction">`) — whatever follows it (a nonce, an id,
@@ -517,12 +519,23 @@ fn eat_close(cursor: &mut Cursor<'_>, close: &str) -> bool {
     closed
 }
 
-/// What may sit between `<` and a name: whitespace, slashes and punctuation, but not
-/// another bracket or a bar (those begin other readings).
+/// What may sit between `<` and a name: any run of whitespace, punctuation and symbols
+/// (general categories Z, P and S; brackets and bars too, once they began no token of
+/// their own). A symbol that reads as a letter (`Ⓜ`) is tried as the name's first
+/// letter before it is skipped.
 const fn is_angle_filler(class: Class) -> bool {
-    class.is_whitespace()
-        || (class.is_punctuation() && !class.begins(b'<') && !class.begins(b'>') && !class.is_bar())
+    class.is_whitespace() || class.is_mark()
 }
+
+/// [`is_angle_filler`], for a character of the body: also the separators the reading
+/// table does not read as a space (U+2028, U+2029, U+1680).
+fn is_angle_filler_char(c: char, class: Class) -> bool {
+    is_angle_filler(class) || c.is_whitespace()
+}
+
+/// The longest run of filler between `<` and a name, in characters: a name is tried
+/// after each, so the cap keeps a run of brackets linear to scan.
+const MAX_ANGLE_FILLER: usize = 32;
 
 /// What [`rules_out`] needs to know of an ASCII byte, from the reader's own table.
 #[derive(Clone, Copy)]
@@ -674,27 +687,36 @@ fn angle(body: &str, start: usize, bracket: Class) -> Step {
         } else {
             start + bracket_len
         };
-        return bar_token(start, head_end, bar, double);
+        let token = bar_token(start, head_end, bar, double);
+        if !matches!(token, Step::Pass) {
+            return token;
+        }
+        // Not a `<|…|>` token: the bar is filler before a name (`<|retrieved_corpus …>`).
     }
+    // Each name is tried at every point of the filler, so that a symbol read as a letter
+    // may begin one.
     let mut closer = false;
-    while let Some(class) = cursor.peek() {
+    for _ in 0..=MAX_ANGLE_FILLER {
+        let head = Head {
+            end: cursor.pos(),
+            cursor,
+            double,
+            closer,
+        };
+        for name in TAG_NAMES.iter().chain(&ANGLE_TOKENS) {
+            if let Some(step) = angle_name(start, &head, name) {
+                return step;
+            }
+        }
+        let (Some(c), Some(class)) = (cursor.peek_char(), cursor.peek()) else {
+            break;
+        };
         if class.reads("/") {
             closer = true;
-        } else if !is_angle_filler(class) {
+        } else if !is_angle_filler_char(c, class) {
             break;
         }
         cursor.bump();
-    }
-    let head = Head {
-        end: cursor.pos(),
-        cursor,
-        double,
-        closer,
-    };
-    for name in TAG_NAMES.iter().chain(&ANGLE_TOKENS) {
-        if let Some(step) = angle_name(start, &head, name) {
-            return step;
-        }
     }
     Step::Pass
 }

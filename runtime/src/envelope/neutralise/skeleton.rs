@@ -129,6 +129,11 @@ impl Class {
                 && !matches!(self.reading().as_bytes(), [b, ..] if b.is_ascii_alphanumeric()))
     }
 
+    /// Punctuation or a symbol (general category P or S), whatever it reads as.
+    pub(super) const fn is_mark(self) -> bool {
+        self.0 & (PUNCTUATION | SYMBOL) != 0
+    }
+
     /// Whether the first reading is a letter, digit, `_` or `-`: part of an id.
     pub(super) fn is_id(self) -> bool {
         let reading = self.reading();
