@@ -18,10 +18,10 @@ pub enum PendingCommand {
     ///
     /// With --json, one JSON object per line: id, tenant, tool, args (the RFC 8785
     /// canonical text of the arguments), checksum, rule, reason, scope, author (who may
-    /// not decide), status (pending, approved, rejected, ran), created_at, decided_by,
+    /// not decide), status (held, approved, rejected, expired, claimed, ran, failed), created_at, decided_by,
     /// decision_reason, decided_at.
     List {
-        /// Only calls with this status: pending, approved, rejected or ran.
+        /// Only calls with this status: held, approved, rejected, expired, claimed, ran or failed.
         #[arg(long)]
         status: Option<HeldStatus>,
         /// Only calls to this tool.

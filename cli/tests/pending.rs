@@ -104,7 +104,7 @@ fn contract(flags: &[&str], location: &Location, options: StoreOptions) {
     );
     assert_eq!(newest["scope"], "support");
     assert_eq!(newest["author"], "ann");
-    assert_eq!(newest["status"], "pending");
+    assert_eq!(newest["status"], "held");
     assert!(newest.get("context").is_none());
 
     // A page at a time: --limit, then --before the last id of the page.
@@ -237,13 +237,13 @@ fn contract(flags: &[&str], location: &Location, options: StoreOptions) {
     assert_eq!(approved_only.len(), 1);
     assert_eq!(approved_only[0]["id"], json!(held[0].id));
     assert_eq!(approved_only[0]["decided_by"], "rita");
-    assert!(lines(&call(&["pending", "list", "--json", "--status", "pending"])).is_empty());
+    assert!(lines(&call(&["pending", "list", "--json", "--status", "held"])).is_empty());
 
-    // The chain holds the refusals and the decisions, and verifies.
+    // The chain holds the holds, the refusals and the decisions, and verifies.
     let verified = call(&["audit", "verify"]);
     assert!(verified.status.success(), "{}", stderr(&verified));
     assert!(
-        stdout(&verified).starts_with("ok: 4 entries, head "),
+        stdout(&verified).starts_with("ok: 6 entries, head "),
         "{}",
         stdout(&verified)
     );
@@ -284,18 +284,26 @@ fn pending_and_verify_on_sqlite() {
     assert!(!elsewhere.exists(), "reading never creates a store");
 
     // An entry edited in the database: verification names it, exit status 1.
-    runtime().block_on(async {
+    let edited: i64 = runtime().block_on(async {
         let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{file}"))
             .await
             .unwrap();
-        conn.execute("UPDATE chain_entry SET line = replace(line, 'rita', 'rito') WHERE seq = 2")
+        let seq: i64 =
+            sqlx::query_scalar("SELECT min(seq) FROM chain_entry WHERE line LIKE '%rita%'")
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+        sqlx::query("UPDATE chain_entry SET line = replace(line, 'rita', 'rito') WHERE seq = $1")
+            .bind(seq)
+            .execute(&mut conn)
             .await
             .unwrap();
+        seq
     });
     let tampered = run(&["audit", "verify", "--sqlite", file], &[]);
     assert_eq!(tampered.status.code(), Some(1));
     assert!(
-        stdout(&tampered).starts_with("FAILED: first bad seq 2: "),
+        stdout(&tampered).starts_with(&format!("FAILED: first bad seq {edited}: ")),
         "{}",
         stdout(&tampered)
     );
