@@ -354,7 +354,7 @@ impl ArgumentFromTrustedBlock {
             Some(Origin::Message(Sender::Principal)) => self.principal_messages,
             Some(_) => false,
         };
-        origin_vouches && holds_token(block.text(), &value.text, &value.finder)
+        origin_vouches && holds_token(block.text(), value.text, &value.finder)
     }
 }
 

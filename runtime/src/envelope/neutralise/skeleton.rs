@@ -119,17 +119,8 @@ impl Class {
         self.reads(" ")
     }
 
-    /// Whether a reader takes it for punctuation: general category P whatever it reads
-    /// as (`¡` reads as `l`, and is still punctuation), or a symbol that does not read
-    /// as a letter or digit (`=`, `※`; not `🅼`). Brackets and bars are punctuation too;
-    /// callers that treat them apart test them first.
-    pub(super) const fn is_punctuation(self) -> bool {
-        self.0 & PUNCTUATION != 0
-            || (self.0 & SYMBOL != 0
-                && !matches!(self.reading().as_bytes(), [b, ..] if b.is_ascii_alphanumeric()))
-    }
-
-    /// Punctuation or a symbol (general category P or S), whatever it reads as.
+    /// Punctuation or a symbol (general category P or S), whatever it reads as (`¡`
+    /// reads as `l` and `🅼` as `m`, and both are marks); brackets and bars too.
     pub(super) const fn is_mark(self) -> bool {
         self.0 & (PUNCTUATION | SYMBOL) != 0
     }
@@ -336,7 +327,8 @@ mod tests {
         assert!(Class::of('\u{0301}').is_invisible());
         assert!(Class::of('\u{E0041}').is_invisible());
         assert!(Class::of('\u{3000}').is_whitespace());
-        assert!(Class::of('※').is_filler() && Class::of('¡').is_punctuation());
+        assert!(Class::of('※').is_filler() && Class::of('¡').is_mark() && Class::of('🅼').is_mark());
+        assert!(!Class::of('m').is_mark() && !Class::of('\u{3000}').is_mark());
         assert_eq!(Class::of('日').readings(), ["", ""]);
         // Greek capital Nu reads as `v` once folded and as `n` unfolded.
         assert!(Class::of('Ν').reads("n") && Class::of('Ν').reads("v"));
