@@ -103,6 +103,7 @@ pub fn run(command: PendingCommand, out: &mut impl Write) -> Result<bool, Error>
                 tenant,
                 before,
                 limit,
+                ..ListFilter::default()
             };
             let (runtime, store) = open(&store.location()?.ok_or(Error::NoStore)?)?;
             let calls = runtime.block_on(store.list(&filter))?;

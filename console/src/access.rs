@@ -25,11 +25,13 @@ pub const MIN_TOKEN_CHARS: usize = 32;
 
 /// The reviewers a console accepts, read from a file of lines
 /// `REVIEWER token TOKEN` or `REVIEWER argon2 PHC-STRING` (blank lines and lines
-/// starting with `#` are skipped).
+/// starting with `#` are skipped). A line may end with `tenants=A,B`: that reviewer
+/// lists, opens, decides and decrypts the calls of those tenants only; a line without it
+/// reaches every tenant.
 ///
 /// ```text
-/// # reviewer  kind    secret
-/// alice       token   3f9c2a7e1b8d4c6f0a5e9b2d7c1f8a3e
+/// # reviewer  kind    secret                              tenants
+/// alice       token   3f9c2a7e1b8d4c6f0a5e9b2d7c1f8a3e    tenants=acme,globex
 /// bob         argon2  $argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$…
 /// ```
 ///
@@ -37,6 +39,8 @@ pub const MIN_TOKEN_CHARS: usize = 32;
 #[derive(Clone)]
 pub struct Credentials {
     reviewers: Vec<(Id, Secret)>,
+    /// The tenants each restricted reviewer decides for.
+    tenants: Vec<(Id, Vec<Id>)>,
     /// A hash no secret is checked against for real, with the costliest parameters of
     /// the file's hashes: it makes every failed attempt cost what a real one does.
     dummy: String,
@@ -108,6 +112,7 @@ impl Credentials {
     /// Parses the file's text; the error is the line number (0: no reviewer) and why.
     fn parse(text: &str) -> Result<Credentials, (usize, String)> {
         let mut reviewers: Vec<(Id, Secret)> = Vec::new();
+        let mut tenants: Vec<(Id, Vec<Id>)> = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let number = i + 1;
             let line = line.trim();
@@ -115,13 +120,32 @@ impl Credentials {
                 continue;
             }
             let fields: Vec<&str> = line.split_whitespace().collect();
-            let [name, kind, secret] = fields[..] else {
-                return Err((
-                    number,
-                    "expected three fields: `REVIEWER token TOKEN` or `REVIEWER argon2 PHC`".into(),
-                ));
+            let (name, kind, secret, only) = match fields[..] {
+                [name, kind, secret] => (name, kind, secret, None),
+                [name, kind, secret, only] => (name, kind, secret, Some(only)),
+                _ => {
+                    return Err((
+                        number,
+                        "expected three fields and an optional fourth: `REVIEWER token TOKEN` or `REVIEWER argon2 PHC`, then `tenants=A,B`".into(),
+                    ));
+                }
             };
             let id = Id::new(name).map_err(|e| (number, format!("reviewer {name:?}: {e}")))?;
+            if let Some(only) = only {
+                let list = only.strip_prefix("tenants=").ok_or_else(|| {
+                    (
+                        number,
+                        format!("the fourth field must be `tenants=A,B`, not {only:?}"),
+                    )
+                })?;
+                let named = list
+                    .split(',')
+                    .map(|tenant| {
+                        Id::new(tenant).map_err(|e| (number, format!("tenant {tenant:?}: {e}")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                tenants.push((id.clone(), named));
+            }
             if reviewers.iter().any(|(known, _)| *known == id) {
                 return Err((number, format!("reviewer {id} is named twice")));
             }
@@ -161,7 +185,19 @@ impl Credentials {
             return Err((0, String::new()));
         }
         let dummy = dummy_hash(&reviewers).map_err(|e| (0, e))?;
-        Ok(Credentials { reviewers, dummy })
+        Ok(Credentials {
+            reviewers,
+            tenants,
+            dummy,
+        })
+    }
+
+    /// The tenants `reviewer` decides for; `None`: every tenant.
+    pub fn tenants_of(&self, reviewer: &Id) -> Option<&[Id]> {
+        self.tenants
+            .iter()
+            .find(|(id, _)| id == reviewer)
+            .map(|(_, tenants)| tenants.as_slice())
     }
 
     /// The reviewer whose bearer token this is.

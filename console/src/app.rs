@@ -172,6 +172,17 @@ struct Viewer {
     id: Id,
     binding: String,
     session: bool,
+    /// The tenants whose calls the viewer reaches; `None`: every tenant.
+    tenants: Option<Vec<Id>>,
+}
+
+impl Viewer {
+    /// Whether the viewer reaches `tenant`'s calls, outputs and chain.
+    fn may(&self, tenant: &Id) -> bool {
+        self.tenants
+            .as_ref()
+            .is_none_or(|tenants| tenants.contains(tenant))
+    }
 }
 
 impl App {
@@ -181,6 +192,7 @@ impl App {
                 id: id.clone(),
                 binding: format!("reviewer:{id}"),
                 session: false,
+                tenants: None,
             }),
             Access::Credentials(credentials) => {
                 if let Some(token) = bearer(headers) {
@@ -190,11 +202,13 @@ impl App {
                         id: id.clone(),
                         binding: format!("bearer:{id}"),
                         session: false,
+                        tenants: credentials.tenants_of(id).map(<[Id]>::to_vec),
                     });
                 }
                 let session = cookie(headers, self.cookie_name())?;
                 let id = self.sessions.reviewer(&session)?;
                 Some(Viewer {
+                    tenants: credentials.tenants_of(&id).map(<[Id]>::to_vec),
                     id,
                     binding: format!("session:{session}"),
                     session: true,
@@ -362,6 +376,14 @@ async fn queue(
             return *response;
         }
     };
+    if let Some(tenant) = &tenant
+        && !viewer.may(tenant)
+    {
+        return refusal(
+            StatusCode::FORBIDDEN,
+            &format!("you do not review the calls of tenant {tenant}"),
+        );
+    }
     let csrf = app.csrf.token(&viewer.binding);
     let frame = app.frame("Queue", &viewer, &csrf, own_address(&uri)).await;
     let filter = ListFilter {
@@ -369,6 +391,7 @@ async fn queue(
         tool: (!query.tool.is_empty()).then(|| query.tool.clone()),
         scope,
         tenant,
+        tenants: viewer.tenants.clone(),
         before,
         limit: Some(PAGE),
     };
@@ -442,8 +465,9 @@ async fn call_page(
         .frame(&title, viewer, &csrf, format!("/calls/{id}"))
         .await;
     let call = match app.store.get(&id).await {
-        Ok(Some(call)) => call,
-        Ok(None) => return refusal(StatusCode::NOT_FOUND, &format!("no held call has id {id}")),
+        // Another tenant's call reads as absent: its existence is not the viewer's to learn.
+        Ok(Some(call)) if viewer.may(&call.tenant) => call,
+        Ok(_) => return refusal(StatusCode::NOT_FOUND, &format!("no held call has id {id}")),
         Err(error) => return store_failed(&error),
     };
     // An approved call the agent has claimed since reads as approved here: the viewer's
@@ -538,6 +562,11 @@ async fn decide(
             return refusal(StatusCode::UNPROCESSABLE_ENTITY, "choose approve or reject");
         }
     };
+    match app.store.get(&call_id).await {
+        Ok(Some(call)) if viewer.may(&call.tenant) => {}
+        Ok(_) => return refusal(StatusCode::NOT_FOUND, "no held call has this id"),
+        Err(error) => return store_failed(&error),
+    }
     if let Err(wait) = app.decisions.take(viewer.id.as_str()) {
         return too_many(
             wait,
@@ -618,8 +647,8 @@ async fn decrypt(
         return refusal(StatusCode::NOT_FOUND, "no such quarantined output");
     };
     let call = match app.store.get(&call_id).await {
-        Ok(Some(call)) => call,
-        Ok(None) => return refusal(StatusCode::NOT_FOUND, "no held call has this id"),
+        Ok(Some(call)) if viewer.may(&call.tenant) => call,
+        Ok(_) => return refusal(StatusCode::NOT_FOUND, "no held call has this id"),
         Err(error) => return store_failed(&error),
     };
     let listed = match quarantined_for(&app, &call).await {
@@ -711,6 +740,12 @@ async fn audit_page(
         Ok(tenant) => tenant.unwrap_or_else(|| app.store.tenant().clone()),
         Err(response) => return *response,
     };
+    if !viewer.may(&tenant) {
+        return refusal(
+            StatusCode::FORBIDDEN,
+            &format!("you do not review the calls of tenant {tenant}"),
+        );
+    }
     let store = app.store.for_tenant(tenant.clone());
     let verified = if verify {
         Some(match store.verify_chain(None).await {

@@ -553,3 +553,61 @@ async fn a_body_that_never_arrives_does_not_hold_the_connection() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 4"), "{answer}");
 }
+
+/// A reviewer whose credentials name their tenants lists, opens, decides and audits
+/// only those: another tenant's call reads as absent, its chain as forbidden, whatever
+/// the query asks for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewer_reaches_only_the_tenants_their_line_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::store(&dir).await;
+    let ours = hold(&store, PAYLOAD, "ours").await;
+    let globex = store.for_tenant(Id::new("globex").unwrap());
+    let theirs = hold(&globex, PAYLOAD, "theirs").await;
+    let mut config = loopback(&store, "unused");
+    config.access = credentials(&dir, &format!("bob token {TOKEN} tenants=default\n"));
+    let console = start(config).await;
+    let http = client();
+    let get = |path: String| {
+        let request = http
+            .get(format!("{}{path}", console.url))
+            .header("authorization", format!("Bearer {TOKEN}"));
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status(), response.text().await.unwrap())
+        }
+    };
+
+    let (status, queue) = get(String::new()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(queue.contains(ours.id.as_str()), "{queue}");
+    assert!(!queue.contains(theirs.id.as_str()), "{queue}");
+    let (status, _) = get("?tenant=globex".into()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, page) = get(format!("calls/{}", theirs.id)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(!page.contains("theirs"), "{page}");
+    let (status, _) = get("audit?tenant=globex".into()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // A decision on the other tenant's call, with a valid CSRF token, is refused.
+    let (_, page) = get(format!("calls/{}", ours.id)).await;
+    let token = csrf(&page);
+    let response = http
+        .post(format!("{}calls/{}/decide", console.url, theirs.id))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(common::form(&[
+            ("csrf", &token),
+            ("verdict", "approve"),
+            ("reason", "mine now"),
+        ]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        globex.get(&theirs.id).await.unwrap().unwrap().status,
+        HeldStatus::Held
+    );
+}

@@ -164,6 +164,9 @@ pub struct ListFilter {
     pub scope: Option<Id>,
     /// Only calls of this tenant.
     pub tenant: Option<Id>,
+    /// Only calls of these tenants (a reviewer who decides for some tenants only); an
+    /// empty list matches nothing.
+    pub tenants: Option<Vec<Id>>,
     /// Only calls older than this one (the next page after it, newest first).
     pub before: Option<Id>,
     /// At most this many (the newest).
@@ -248,6 +251,17 @@ impl Store {
         }
         if let Some(scope) = &filter.scope {
             condition("scope", scope.as_str());
+        }
+        if let Some(tenants) = &filter.tenants {
+            let mut placeholders = Vec::with_capacity(tenants.len());
+            for tenant in tenants {
+                values.push(tenant.as_str());
+                placeholders.push(format!("${}", values.len()));
+            }
+            conditions.push(match placeholders.is_empty() {
+                true => "1 = 0".to_owned(),
+                false => format!("tenant IN ({})", placeholders.join(", ")),
+            });
         }
         if let Some(before) = &filter.before {
             values.push(before.as_str());
