@@ -1059,7 +1059,7 @@ fn an_approval_is_claimed_only_after_the_gate_decides_the_call_again() {
     let scope = session.open_scope(id("agent")).unwrap();
     call(&scope, "fetch_page", r#"{"url":"https://x.example"}"#);
     let held =
-        |scope: &Scope| match call(&scope, "send_email", r#"{"to":"a@example.com","body":"1"}"#) {
+        |scope: &Scope| match call(scope, "send_email", r#"{"to":"a@example.com","body":"1"}"#) {
             CallOutcome::Pending { id, .. } => id,
             other => panic!("{other:?}"),
         };
