@@ -105,6 +105,25 @@ impl Engine {
     }
 }
 
+/// Creates the database file, empty, readable and writable by its owner only (mode
+/// 0600 on Unix, whatever the umask): it holds the review queue and the audit chain.
+/// SQLite gives its journal files the database file's mode. An existing file is left as
+/// it is.
+fn create_owner_only(path: &Path) -> Result<(), StoreError> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(error) => Err(StoreError::Io {
+            op: "create the database file",
+            source: std::sync::Arc::new(error),
+        }),
+    }
+}
+
 const SQLITE_BUSY: i32 = 5;
 const SQLITE_LOCKED: i32 = 6;
 const SQLITE_FULL: i32 = 13;
@@ -119,6 +138,9 @@ pub(crate) async fn connect_sqlite(
     sqlx::any::install_default_drivers();
     if !options.create && !path.exists() {
         return Err(StoreError::NotFound(path.to_path_buf()));
+    }
+    if options.create {
+        create_owner_only(path)?;
     }
     let url = SqliteConnectOptions::new()
         .filename(path)

@@ -102,3 +102,21 @@ async fn a_missing_file_is_not_created_on_request() {
     assert!(matches!(opened, Err(StoreError::NotFound(p)) if p == path));
     assert!(!path.exists());
 }
+
+/// The database holds the review queue and the audit chain: it is created readable and
+/// writable by its owner only, and so are SQLite's journal files beside it.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_store_file_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("private.db");
+    let store = Store::open_sqlite(&path).await.unwrap();
+    store.append(&json!({"event": "note"})).await.unwrap();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let entry = entry.unwrap();
+        let mode = entry.metadata().unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{:?}: {mode:o}", entry.file_name());
+    }
+    store.close().await;
+}

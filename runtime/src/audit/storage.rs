@@ -54,12 +54,11 @@ impl FileStorage {
         fs::create_dir_all(&dir).map_err(|e| io_error("create the log directory", e))?;
         let path = dir.join(LOG_FILE);
         let existed = path.exists();
-        let log = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&path)
-            .map_err(|e| io_error("open the log file", e))?;
+        let log = crate::atomic_write::owner_only(
+            OpenOptions::new().read(true).append(true).create(true),
+        )
+        .open(&path)
+        .map_err(|e| io_error("open the log file", e))?;
         match log.try_lock() {
             Ok(()) => {}
             Err(fs::TryLockError::WouldBlock) => return Err(AuditError::Locked(path)),
@@ -119,7 +118,11 @@ impl Storage for FileStorage {
                 n => format!("audit.torn-{offset}.{n}"),
             };
             let path = self.dir.join(name);
-            let mut file = match OpenOptions::new().write(true).create_new(true).open(&path) {
+            let mut file = match crate::atomic_write::owner_only(
+                OpenOptions::new().write(true).create_new(true),
+            )
+            .open(&path)
+            {
                 Ok(file) => file,
                 Err(error) if error.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(error) => return Err(error),

@@ -503,3 +503,22 @@ fn the_log_is_shared_across_threads() {
     let log: Arc<dyn Recorder> = Arc::new(AuditLog::open(dir.path()).unwrap());
     log.record(&Event::KeyRotation { rewrapped: 0 }).unwrap();
 }
+
+/// The log and its head hold what only their owner should read: both are created with
+/// mode 0600, whatever the process's umask lets through.
+#[cfg(unix)]
+#[test]
+fn the_log_and_its_head_are_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open_with(FileStorage::open(dir.path()).unwrap(), every_batch()).unwrap();
+    log.append(&event(1)).unwrap();
+    drop(log);
+    for name in [LOG_FILE, HEAD_FILE] {
+        let mode = std::fs::metadata(dir.path().join(name))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{name}: {mode:o}");
+    }
+}
