@@ -1219,3 +1219,154 @@ pub async fn a_version_1_store_is_upgraded_in_place(db: &TestDb) {
     assert_eq!(versions, SCHEMA_VERSION);
     pool.close().await;
 }
+
+/// Two processes (each a store handle with its own pool) interleave every transition of
+/// the lifecycle at random on the same calls: holds, decisions (the author's among them),
+/// claims naming the right binding or another scope's or checksum's, ends that ran or
+/// failed, approvals expiring and rows forged to approved. Whatever the order: each call
+/// is claimed at most once, only with its own binding, only after an approving decision,
+/// never once rejected or expired, and the chain (provenance included) verifies.
+pub async fn random_interleavings_keep_the_lifecycle(db: &TestDb) {
+    const CALLS: usize = 12;
+    const STEPS: usize = 300;
+    let calls: Arc<Vec<tooltrust_store::PendingCall>> = Arc::new(
+        (0..CALLS)
+            .map(|n| {
+                held(
+                    "send_email",
+                    &format!(r#"{{"to":"x{n}@example.com"}}"#),
+                    "default",
+                    &format!("scope-{}", n % 3),
+                    "ann",
+                )
+            })
+            .collect(),
+    );
+    let mut workers = Vec::new();
+    for worker in 0..2u64 {
+        let store = Store::open(&db.location, db.options.clone()).await.unwrap();
+        let calls = calls.clone();
+        let raw_url = db.raw_url.clone();
+        workers.push(tokio::spawn(async move {
+            let mut rng = fastrand::Rng::with_seed(0x5eed_0000 + worker);
+            let raw = sqlx::AnyPool::connect(&raw_url).await.unwrap();
+            // (call, what happened): claims that succeeded, with the binding they named.
+            let mut claimed = Vec::new();
+            for _ in 0..STEPS {
+                let n = rng.usize(..CALLS);
+                let call = &calls[n];
+                // Weighted so that calls get through the lifecycle as well as off it.
+                match rng.u8(..40) {
+                    0..5 => {
+                        let _ = store.hold(call).await;
+                    }
+                    5..15 => {
+                        let reviewer = if rng.u8(..5) == 0 { "ann" } else { "rita" };
+                        let _ = store.decide(&call.id, &id(reviewer), rng.bool(), "r").await;
+                    }
+                    15..27 => {
+                        let mut binding = call.binding();
+                        match rng.u8(..4) {
+                            0 => binding.scope = id("another-session"),
+                            1 => binding.checksum = tooltrust::call::Checksum::of(b"other"),
+                            _ => {}
+                        }
+                        if let Ok(got) = store.claim_to_run(&call.id, &binding).await {
+                            claimed.push((n, binding, got.status));
+                        }
+                    }
+                    27..35 => {
+                        let _ = store.finish_claimed(&call.id, rng.bool()).await;
+                    }
+                    35..37 => {
+                        // Time passes for one call: its approval, if any, expires.
+                        sqlx::query(
+                            "UPDATE pending_call SET expires_at = '2000-01-01T00:00:00Z' \
+                             WHERE id = $1",
+                        )
+                        .bind(call.id.as_str())
+                        .execute(&raw)
+                        .await
+                        .unwrap();
+                    }
+                    _ => {
+                        // A hand on the database approves a held call outright.
+                        sqlx::query(
+                            "UPDATE pending_call SET status = 'approved', decided_by = 'rita' \
+                             WHERE id = $1 AND status = 'held'",
+                        )
+                        .bind(call.id.as_str())
+                        .execute(&raw)
+                        .await
+                        .unwrap();
+                    }
+                }
+            }
+            raw.close().await;
+            store.close().await;
+            claimed
+        }));
+    }
+    let mut claimed = Vec::new();
+    for worker in workers {
+        claimed.extend(worker.await.unwrap());
+    }
+    let store = db.open().await;
+    let entries = chain_entries(db, "default").await;
+    let mut claims_of = BTreeMap::new();
+    for (n, binding, status) in &claimed {
+        let call = &calls[*n];
+        assert_eq!(
+            *binding,
+            call.binding(),
+            "a claim spent another call's approval"
+        );
+        assert_eq!(*status, HeldStatus::Claimed);
+        *claims_of.entry(*n).or_insert(0) += 1;
+    }
+    for (n, count) in &claims_of {
+        assert_eq!(*count, 1, "call {n} was claimed {count} times");
+        let call = &calls[*n];
+        // Its approving decision is in the chain, before its claim.
+        let decided = entries.iter().position(|e| {
+            e["event"] == "call_decided"
+                && e["call"] == json!(call.id)
+                && e["decision"] == "approved"
+        });
+        let claim = entries
+            .iter()
+            .position(|e| e["event"] == "call_claimed" && e["call"] == json!(call.id));
+        assert!(
+            decided.is_some() && decided < claim,
+            "call {n}: {decided:?} {claim:?}"
+        );
+        let now = store.get(&call.id).await.unwrap().unwrap().status;
+        assert!(
+            matches!(
+                now,
+                HeldStatus::Claimed | HeldStatus::Ran | HeldStatus::Failed
+            ),
+            "call {n} is {now} after its claim"
+        );
+    }
+    for (n, call) in calls.iter().enumerate() {
+        let Some(now) = store.get(&call.id).await.unwrap() else {
+            continue;
+        };
+        if matches!(
+            now.status,
+            HeldStatus::Rejected | HeldStatus::Expired | HeldStatus::Held
+        ) {
+            assert!(
+                !claims_of.contains_key(&n),
+                "call {n} is {} yet ran",
+                now.status
+            );
+        }
+    }
+    assert!(
+        !claims_of.is_empty(),
+        "the schedule claimed nothing: it tests nothing"
+    );
+    store.verify_chain(None).await.unwrap();
+}

@@ -89,6 +89,7 @@ macro_rules! contract_tests {
             claims_run_a_call_once,
             approvals_are_bound_to_their_scope_and_call,
             approvals_need_their_decision_in_the_chain_and_expire,
+            random_interleavings_keep_the_lifecycle,
             concurrent_deciders_decide_once,
             waiting_sees_a_decision_from_elsewhere,
             appends_chain_like_the_file_log,
