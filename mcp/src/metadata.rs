@@ -1,4 +1,5 @@
-//! An upstream's tool metadata is input (DESIGN §8): what of it the host is shown.
+//! An upstream's tool metadata is input, like its results (an outsider writes both):
+//! what of it the host is shown.
 //!
 //! A tool the host declared `trusted` is shown as the server lists it. For every other
 //! tool, the server's description and every string of its input schema (descriptions,

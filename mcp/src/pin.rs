@@ -1,5 +1,6 @@
 //! Pinning: the tool definitions a host accepted, by hash, in a lock file beside the
-//! proxy's configuration (DESIGN §8, "pin what you accepted").
+//! proxy's configuration: a definition that changes after the host accepted it (a rug
+//! pull) is withheld until the host accepts it again.
 //!
 //! A definition is a tool's name, description, input schema and annotations as the server
 //! lists them, and its hash the SHA-256 of that object's RFC 8785 canonical text (the

@@ -1,4 +1,4 @@
-//! Audit log throughput with durability (DESIGN §3.9; issues 6 and 8).
+//! Audit log throughput with durability: every append acknowledged only once it is on disk.
 //!
 //! 1. One writer: `AuditLog::append` (each returns after its fdatasync) against raw
 //!    `write` + `fdatasync` of the very same lines, in the same directory, in the same

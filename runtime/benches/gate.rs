@@ -1,5 +1,5 @@
 //! Gate decision latency against a plain `HashMap` lookup of the tool, in the same run
-//! (DESIGN §3.7; issues 5 and 8): a registry of 1,000 tools, a tainted scope of 1,000
+//! (the gate decides before every call, so it must cost microseconds): a registry of 1,000 tools, a tainted scope of 1,000
 //! blocks (so 1,000 live nonces), and 10 KiB of arguments that the nonce-leak rule must
 //! scan in full (none of them leaks). The subject is what a scope does before a call:
 //! look the tool up in the registry and put the call to the policy. Goal: p99 < 50 µs.

@@ -1,5 +1,4 @@
-//! Neutralisation alone against a plain copy of the same bytes, in the same run (DESIGN
-//! §4; issue 8): 64 KiB of ordinary English (plain ASCII, and with typographic
+//! Neutralisation alone against a plain copy of the same bytes, in the same run: 64 KiB of ordinary English (plain ASCII, and with typographic
 //! punctuation), of `<`-dense code and of CJK text. The goals are those of sealed
 //! rendering, of which neutralisation is the bulk (`benches/render.rs`).
 //!

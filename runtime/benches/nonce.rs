@@ -1,5 +1,5 @@
 //! Sealed nonce derivation against one SHA-256 of the same message bytes, in the same
-//! run (DESIGN §3.4; issue 8). The nonce of a tool result is derived from its call id and
+//! run. The nonce of a tool result is derived from its call id and
 //! checksum; an HMAC costs the message's compressions plus one outer compression (the
 //! key's inner and outer states are precomputed per session), and the nonce is written
 //! as hex.

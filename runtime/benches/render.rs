@@ -1,4 +1,5 @@
-//! Rendering against a plain copy of the body, in the same run (DESIGN §4; issues 4 and 8):
+//! Rendering against a plain copy of the body, in the same run (rendering should cost a
+//! small multiple of copying the body):
 //!
 //! - a 64 KiB tool result in compat mode (goal ≤ 2.2× a copy: a copy and one scan for
 //!   closers, fused so the body is read from memory once) and in sealed mode, where the

@@ -1,5 +1,5 @@
 //! Verifying a rendered prompt of about 1 MiB against a `memchr` scan of it for `<`, in
-//! the same run (DESIGN §3.5; issue 8): `parse` (structure only) and `parse_sealed`
+//! the same run: `parse` (structure only) and `parse_sealed`
 //! (structure, every nonce authenticated with the session key, every body checked to
 //! be neutral). Goals: `parse` ≤ 2× the scan, `parse_sealed` ≤ 4×.
 //!

@@ -307,7 +307,8 @@ pub struct Decided {
     pub verdict: crate::verdict::Verdict,
 }
 
-/// Where a block goes in the prompt (DESIGN §3.5.1's bucket order).
+/// Where a block goes in the prompt: the reference's bucket order (instructions,
+/// memories, retrieved records, then the timeline as chat messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Bucket {
     Instructions,

@@ -1,4 +1,5 @@
-//! Neutralisation of data bodies in sealed mode (DESIGN §1, layer 2; §3.5).
+//! Neutralisation of data bodies in sealed mode: the model layer of the defence, which
+//! reduces (it cannot eliminate) what a model reads as our tags inside outsiders' text.
 //!
 //! Inside a data body, anything a model could read as our tag vocabulary or as a chat
 //! template's special token is made inert, and everything else is left byte for byte.
