@@ -22,65 +22,14 @@ use tooltrust::audit::{Body, Receipt};
 
 use crate::chain::{self, APPEND};
 use crate::engine::Engine;
-use crate::error::{ClaimError, DecideError, HoldError, StoreError};
-use crate::pending::{self, DECISIONS_CHANNEL, PendingCall};
+use crate::error::StoreError;
+use crate::transition::{self, DECISIONS_CHANNEL, Done, Work};
 
 /// The most entries one transaction holds.
 const MAX_BATCH_ENTRIES: usize = 1024;
 
 /// The longest a batch waits for more work, whatever the options say.
 const MAX_GATHER: Duration = Duration::from_secs(1);
-
-/// What a caller wants written.
-#[derive(Debug)]
-pub(crate) enum Work {
-    /// Entries for a tenant's chain.
-    Append { tenant: Id, bodies: Vec<Body> },
-    /// A decision on a held call (its entry goes to the call's tenant's chain).
-    Decide {
-        call: Id,
-        reviewer: Id,
-        approve: bool,
-        reason: String,
-    },
-    /// A call to hold (its entry goes to the call's tenant's chain with it).
-    Hold(Box<PendingCall>),
-    /// A claim to run an approved call, for the call `binding` names.
-    Claim {
-        call: Id,
-        binding: tooltrust::held::Binding,
-    },
-    /// How a claimed call ended.
-    Finish { call: Id, ran: bool },
-}
-
-impl Work {
-    fn call(&self) -> Option<&Id> {
-        match self {
-            Work::Append { .. } => None,
-            Work::Decide { call, .. } | Work::Claim { call, .. } | Work::Finish { call, .. } => {
-                Some(call)
-            }
-            Work::Hold(held) => Some(&held.id),
-        }
-    }
-
-    fn entries(&self) -> usize {
-        match self {
-            Work::Append { bodies, .. } => bodies.len(),
-            Work::Decide { .. } | Work::Claim { .. } | Work::Finish { .. } | Work::Hold(_) => 1,
-        }
-    }
-}
-
-/// What a caller is told once the work's transaction has committed.
-#[derive(Debug)]
-pub(crate) enum Done {
-    Appended(Vec<Receipt>),
-    Held(Result<PendingCall, HoldError>),
-    Decided(Result<PendingCall, DecideError>),
-    Claimed(Result<PendingCall, ClaimError>),
-}
 
 /// One caller's work, waiting in the queue.
 pub(crate) struct Job {
@@ -229,7 +178,7 @@ async fn attempt(
         .collect();
     transitions.sort();
     for (_, i) in transitions {
-        let applied = match pending::apply(&mut tx, engine, &works[i]).await {
+        let applied = match transition::apply(&mut tx, engine, &works[i]).await {
             Ok(applied) => applied,
             Err(error @ StoreError::Event(_)) => return Err(Abort::Exclude(vec![(i, error)])),
             Err(error) => return Err(Abort::Store(error)),

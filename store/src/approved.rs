@@ -9,8 +9,8 @@ use tooltrust::review::Verdict;
 use tooltrust::{CallOutcome, Scope, ToolCall};
 
 use crate::error::ClaimError;
-use crate::pending::PendingCall;
 use crate::store::Store;
+use crate::transition::PendingCall;
 
 /// Why an approved call did not run.
 #[derive(Debug, thiserror::Error)]

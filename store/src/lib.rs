@@ -39,6 +39,7 @@ mod quarantine;
 mod recorder;
 mod schema;
 mod store;
+mod transition;
 
 pub use approved::RunApprovedError;
 pub use conversation::Conversation;
@@ -50,9 +51,10 @@ pub use error::{
 pub use event::StoreEvent;
 pub use location::{Location, LocationError, STORE_ENV};
 pub use options::{StoreOptions, default_tenant};
-pub use pending::{ListFilter, MAX_REASON_BYTES, PendingCall, WaitOptions};
+pub use pending::{ListFilter, MAX_REASON_BYTES, WaitOptions};
 pub use quarantine::SealedCopy;
 pub use recorder::StoreRecorder;
 pub use schema::SCHEMA_VERSION;
 pub use store::Store;
 pub use tooltrust::held::{Binding, HeldStatus, StatusParseError};
+pub use transition::PendingCall;

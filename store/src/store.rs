@@ -11,13 +11,14 @@ use tokio::sync::mpsc;
 use tooltrust::Id;
 use tooltrust::audit::{Body, Head, Receipt, VerifyReport};
 
-use crate::appender::{self, Done, Job, Work};
+use crate::appender::{self, Job};
 use crate::chain;
 use crate::engine::{self, Engine};
 use crate::error::{ChainError, StoreError};
 use crate::location::Location;
 use crate::options::StoreOptions;
 use crate::schema;
+use crate::transition::{Done, Work};
 
 /// A durable store: the review queue (held calls and their decisions), quarantined
 /// outputs, conversations and the audit chain, on SQLite or PostgreSQL.

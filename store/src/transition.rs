@@ -1,0 +1,689 @@
+//! The review queue's transitions as the store makes them: a held call's row, loaded and
+//! locked, the runtime's lifecycle applied to it (`tooltrust::held`), and the row and
+//! its chain entry written in one transaction. The appender runs them; the operations in
+//! `pending` submit them.
+
+use serde::Serialize;
+use sqlx::any::AnyRow;
+use sqlx::{Any, AssertSqlSafe, Row, Transaction};
+use tooltrust::audit::{Body, Receipt};
+use tooltrust::call::Checksum;
+use tooltrust::canonical::canonical_json;
+use tooltrust::held::{Binding, HeldStatus, Lifecycle, LifecycleError, StatusParseError};
+use tooltrust::registry::CatalogEntry;
+use tooltrust::{Id, ToolCall};
+
+use crate::clock;
+use crate::engine::Engine;
+use crate::error::{ClaimError, DecideError, HoldError, StoreError};
+use crate::event::StoreEvent;
+
+/// A call the gate held for review, with its decision once there is one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PendingCall {
+    /// The call's id (unique across the store).
+    pub id: Id,
+    /// The tenant whose chain records its decision.
+    pub tenant: Id,
+    /// The tool the call names.
+    pub tool: String,
+    /// The RFC 8785 canonical text of the arguments object.
+    pub args: String,
+    /// The call's checksum: SHA-256 of the canonical `{"args": …, "tool": …}`.
+    pub checksum: Checksum,
+    /// The gate rule that held it.
+    pub rule: String,
+    /// Why the gate held it.
+    pub reason: String,
+    /// The scope that made the call.
+    pub scope: Id,
+    /// That scope's author, who may not decide on it.
+    pub author: Id,
+    /// What the principal asked for, if the host records it.
+    pub principal_request: Option<String>,
+    /// The context that led to the call (for the reviewer; may hold untrusted text).
+    pub context: Option<String>,
+    /// The declaration of the tool it names, as canonical JSON (see
+    /// [`declared`](Self::declared)), if the host records it.
+    pub declaration: Option<String>,
+    /// Where it stands.
+    pub status: HeldStatus,
+    /// When it was held (set by [`Store::hold`]).
+    pub created_at: String,
+    /// Who decided.
+    pub decided_by: Option<Id>,
+    /// Why.
+    pub decision_reason: Option<String>,
+    /// When.
+    pub decided_at: Option<String>,
+    /// For a call to an MCP upstream, the upstream's name (part of what an approval
+    /// binds).
+    pub upstream: Option<String>,
+    /// After this moment (RFC 3339) the call can be neither decided nor claimed: it
+    /// expires. `None`: never.
+    pub expires_at: Option<String>,
+}
+
+impl PendingCall {
+    /// A fresh pending call (no decision, `created_at` to be set by [`Store::hold`]) for
+    /// `call`, held by `rule` for `reason`, made by `scope` whose author is `author`, for
+    /// `tenant`.
+    pub fn new(
+        call: &ToolCall,
+        tenant: Id,
+        rule: impl Into<String>,
+        reason: impl Into<String>,
+        scope: Id,
+        author: Id,
+    ) -> PendingCall {
+        PendingCall {
+            id: call.id().clone(),
+            tenant,
+            tool: call.tool().to_owned(),
+            args: canonical_json(&serde_json::Value::Object(call.args().clone())),
+            checksum: call.checksum(),
+            rule: rule.into(),
+            reason: reason.into(),
+            scope,
+            author,
+            principal_request: None,
+            context: None,
+            declaration: None,
+            status: HeldStatus::Held,
+            created_at: String::new(),
+            decided_by: None,
+            decision_reason: None,
+            decided_at: None,
+            upstream: None,
+            expires_at: Some(tooltrust::held::expiry_after(
+                tooltrust::held::DEFAULT_APPROVAL_TTL,
+            )),
+        }
+    }
+
+    /// What an approval of the call is bound to.
+    pub fn binding(&self) -> Binding {
+        Binding {
+            tenant: self.tenant.clone(),
+            scope: self.scope.clone(),
+            tool: self.tool.clone(),
+            checksum: self.checksum,
+            upstream: self.upstream.clone(),
+        }
+    }
+
+    /// The call as the runtime's lifecycle sees it: the store applies the very
+    /// transitions the session applies.
+    pub fn lifecycle(&self) -> Lifecycle {
+        Lifecycle {
+            status: self.status,
+            binding: self.binding(),
+            author: self.author.clone(),
+            reviewer: self.decided_by.clone(),
+            expires_at: self.expires_at.clone(),
+        }
+    }
+}
+
+impl PendingCall {
+    /// Records the declaration of the tool the call names, from the registry's
+    /// catalog: `{"description", "effects", "output", "trust"}` as canonical JSON, with
+    /// the words MCP's `_meta.tooltrust` uses (`trusted`/`untrusted`,
+    /// `read_only`/`consequential`, `data`/`instruction`).
+    pub fn declared(mut self, entry: &CatalogEntry) -> PendingCall {
+        let listed = tooltrust::providers::mcp::tool(entry);
+        let mut declaration = listed
+            .pointer("/_meta/tooltrust")
+            .cloned()
+            .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new()));
+        if let Some(fields) = declaration.as_object_mut() {
+            fields.insert("description".into(), entry.description.clone().into());
+        }
+        self.declaration = Some(canonical_json(&declaration));
+        self
+    }
+}
+
+/// The columns of a call, in the order [`from_row`] reads them.
+pub(crate) const COLUMNS: &str = "id, tenant, tool, args, checksum, rule, reason, scope, author, \
+    principal_request, context, status, created_at, decided_by, decision_reason, decided_at, \
+    declaration, upstream, expires_at";
+
+/// The PostgreSQL channel that carries the ids of decided calls.
+pub(crate) const DECISIONS_CHANNEL: &str = "tooltrust_decisions";
+
+pub(crate) const HOLD: &str = "hold a call";
+pub(crate) const LIST: &str = "list held calls";
+pub(crate) const DECIDE: &str = "decide on a held call";
+pub(crate) const CLAIM: &str = "claim a call to run";
+pub(crate) const FINISH: &str = "record how a claimed call ended";
+
+/// What a caller wants written.
+#[derive(Debug)]
+pub(crate) enum Work {
+    /// Entries for a tenant's chain.
+    Append { tenant: Id, bodies: Vec<Body> },
+    /// A decision on a held call (its entry goes to the call's tenant's chain).
+    Decide {
+        call: Id,
+        reviewer: Id,
+        approve: bool,
+        reason: String,
+    },
+    /// A call to hold (its entry goes to the call's tenant's chain with it).
+    Hold(Box<PendingCall>),
+    /// A claim to run an approved call, for the call `binding` names.
+    Claim {
+        call: Id,
+        binding: tooltrust::held::Binding,
+    },
+    /// How a claimed call ended.
+    Finish { call: Id, ran: bool },
+}
+
+impl Work {
+    pub(crate) fn call(&self) -> Option<&Id> {
+        match self {
+            Work::Append { .. } => None,
+            Work::Decide { call, .. } | Work::Claim { call, .. } | Work::Finish { call, .. } => {
+                Some(call)
+            }
+            Work::Hold(held) => Some(&held.id),
+        }
+    }
+
+    pub(crate) fn entries(&self) -> usize {
+        match self {
+            Work::Append { bodies, .. } => bodies.len(),
+            Work::Decide { .. } | Work::Claim { .. } | Work::Finish { .. } | Work::Hold(_) => 1,
+        }
+    }
+}
+
+/// What a caller is told once the work's transaction has committed.
+#[derive(Debug)]
+pub(crate) enum Done {
+    Appended(Vec<Receipt>),
+    Held(Result<PendingCall, HoldError>),
+    Decided(Result<PendingCall, DecideError>),
+    Claimed(Result<PendingCall, ClaimError>),
+}
+
+/// Checks that a call to hold is fresh and self-consistent.
+pub(crate) fn check_held(call: &PendingCall) -> Result<(), HoldError> {
+    if call.status != HeldStatus::Held
+        || call.decided_by.is_some()
+        || call.decision_reason.is_some()
+        || call.decided_at.is_some()
+    {
+        return Err(HoldError::NotPending(call.id.clone()));
+    }
+    let bad_args = |reason: String| HoldError::BadArgs {
+        id: call.id.clone(),
+        reason,
+    };
+    let parsed = ToolCall::from_model(call.tool.as_str(), &call.args)
+        .map_err(|e| bad_args(e.reason.to_string()))?;
+    if canonical_json(&serde_json::Value::Object(parsed.args().clone())) != call.args {
+        return Err(bad_args("not in canonical form".to_owned()));
+    }
+    if parsed.checksum() != call.checksum {
+        return Err(HoldError::ChecksumMismatch {
+            id: call.id.clone(),
+            computed: parsed.checksum().to_hex(),
+        });
+    }
+    if let Some(declaration) = &call.declaration
+        && !matches!(
+            serde_json::from_str::<serde_json::Value>(declaration),
+            Ok(serde_json::Value::Object(_))
+        )
+    {
+        return Err(HoldError::BadDeclaration(call.id.clone()));
+    }
+    Ok(())
+}
+
+/// A decision or claim, done inside the appender's transaction: the entry it adds to
+/// its tenant's chain (if any) and what its caller is told.
+pub(crate) struct Applied {
+    pub(crate) entry: Option<(Id, Vec<Body>)>,
+    pub(crate) done: Done,
+}
+
+/// Locks the call's row, checks the transition and makes it. A refused transition
+/// changes nothing (a refused decision only adds its `call_decision_refused` entry).
+pub(crate) async fn apply(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    work: &Work,
+) -> Result<Applied, StoreError> {
+    match work {
+        Work::Decide {
+            call,
+            reviewer,
+            approve,
+            reason,
+        } => decide_in(tx, engine, call, reviewer, *approve, reason).await,
+        Work::Hold(held) => hold_in(tx, engine, held).await,
+        Work::Claim { call, binding } => claim_in(tx, engine, call, binding).await,
+        Work::Finish { call, ran } => finish_in(tx, engine, call, *ran).await,
+        // The appender writes appends itself; it never passes them here.
+        Work::Append { .. } => Ok(Applied {
+            entry: None,
+            done: Done::Appended(Vec::new()),
+        }),
+    }
+}
+
+async fn hold_in(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    stored: &PendingCall,
+) -> Result<Applied, StoreError> {
+    let inserted = sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO pending_call ({COLUMNS}) VALUES \
+         ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, NULL, NULL, $14, \
+         $15, $16) \
+         ON CONFLICT (id) DO NOTHING"
+    )))
+    .bind(stored.id.as_str())
+    .bind(stored.tenant.as_str())
+    .bind(stored.tool.as_str())
+    .bind(stored.args.as_str())
+    .bind(stored.checksum.to_hex())
+    .bind(stored.rule.as_str())
+    .bind(stored.reason.as_str())
+    .bind(stored.scope.as_str())
+    .bind(stored.author.as_str())
+    .bind(stored.principal_request.as_deref())
+    .bind(stored.context.as_deref())
+    .bind(HeldStatus::Held.as_str())
+    .bind(stored.created_at.as_str())
+    .bind(stored.declaration.as_deref())
+    .bind(stored.upstream.as_deref())
+    .bind(stored.expires_at.as_deref())
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| engine.error(HOLD, e))?;
+    if inserted.rows_affected() == 0 {
+        return Ok(Applied {
+            entry: None,
+            done: Done::Held(Err(HoldError::Duplicate(stored.id.clone()))),
+        });
+    }
+    Ok(Applied {
+        entry: Some((
+            stored.tenant.clone(),
+            vec![Body::of(&held_event(stored, false))?],
+        )),
+        done: Done::Held(Ok(stored.clone())),
+    })
+}
+
+/// The `call_held` entry of `call`.
+fn held_event(call: &PendingCall, backfilled: bool) -> StoreEvent<'_> {
+    StoreEvent::CallHeld {
+        call: &call.id,
+        tool: &call.tool,
+        checksum: &call.checksum,
+        scope: &call.scope,
+        author: &call.author,
+        rule: &call.rule,
+        upstream: call.upstream.as_deref(),
+        expires_at: call.expires_at.as_deref(),
+        backfilled,
+    }
+}
+
+/// Whether `call` was held before schema version 3, when holds were not yet recorded in
+/// the chain (timestamps of the store's clock sort as text).
+async fn held_before_the_lifecycle(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    call: &PendingCall,
+) -> Result<bool, StoreError> {
+    let row = sqlx::query("SELECT applied_at FROM tooltrust_schema WHERE version = 3")
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(|e| engine.error(DECIDE, e))?;
+    let applied: Option<String> = match row {
+        Some(row) => row.try_get(0).map_err(|e| engine.error(DECIDE, e))?,
+        None => None,
+    };
+    Ok(applied.is_some_and(|applied| call.created_at < applied))
+}
+
+async fn decide_in(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    id: &Id,
+    reviewer: &Id,
+    approve: bool,
+    reason: &str,
+) -> Result<Applied, StoreError> {
+    let Some(mut call) = select_for_update(tx, engine, id, DECIDE).await? else {
+        return Ok(Applied {
+            entry: None,
+            done: Done::Decided(Err(DecideError::UnknownCall(id.clone()))),
+        });
+    };
+    let now = clock::now();
+    let mut lifecycle = call.lifecycle();
+    if let Err(error) = lifecycle.decide(reviewer, approve, &now) {
+        let (refusal, why) = match error {
+            LifecycleError::AuthorCannotDecide(_) => (
+                DecideError::AuthorCannotDecide {
+                    id: id.clone(),
+                    scope: call.scope.clone(),
+                    reviewer: reviewer.clone(),
+                },
+                "the author cannot decide".to_owned(),
+            ),
+            LifecycleError::Expired(at) => {
+                // Past its expiry it never runs: the row says so from now on.
+                set_status(tx, engine, id, HeldStatus::Expired, DECIDE).await?;
+                (
+                    DecideError::Expired {
+                        id: id.clone(),
+                        expired_at: at.clone(),
+                    },
+                    format!("expired at {at}"),
+                )
+            }
+            _ => (
+                DecideError::AlreadyDecided {
+                    id: id.clone(),
+                    status: call.status,
+                },
+                format!("already {}", call.status),
+            ),
+        };
+        let event = StoreEvent::CallDecisionRefused {
+            call: id,
+            reviewer,
+            approve,
+            refusal: &why,
+        };
+        return Ok(Applied {
+            entry: Some((call.tenant.clone(), vec![Body::of(&event)?])),
+            done: Done::Decided(Err(refusal)),
+        });
+    }
+    call.status = lifecycle.status;
+    call.decided_by = Some(reviewer.clone());
+    call.decision_reason = Some(reason.to_owned());
+    call.decided_at = Some(now);
+    sqlx::query(
+        "UPDATE pending_call SET status = $1, decided_by = $2, decision_reason = $3, \
+         decided_at = $4 WHERE id = $5",
+    )
+    .bind(call.status.as_str())
+    .bind(reviewer.as_str())
+    .bind(reason)
+    .bind(call.decided_at.as_deref())
+    .bind(id.as_str())
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| engine.error(DECIDE, e))?;
+    let mut bodies = Vec::with_capacity(2);
+    if held_before_the_lifecycle(tx, engine, &call).await? {
+        // Held before the store recorded holds: its hold is recorded now, marked so, and
+        // the decision follows it.
+        bodies.push(Body::of(&held_event(&call, true))?);
+    }
+    let event = StoreEvent::CallDecided {
+        call: &call.id,
+        tool: &call.tool,
+        checksum: &call.checksum,
+        scope: &call.scope,
+        author: &call.author,
+        reviewer,
+        decision: call.status,
+        reason,
+    };
+    bodies.push(Body::of(&event)?);
+    Ok(Applied {
+        entry: Some((call.tenant.clone(), bodies)),
+        done: Done::Decided(Ok(call)),
+    })
+}
+
+async fn claim_in(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    id: &Id,
+    binding: &Binding,
+) -> Result<Applied, StoreError> {
+    let Some(mut call) = select_for_update(tx, engine, id, CLAIM).await? else {
+        return Ok(Applied {
+            entry: None,
+            done: Done::Claimed(Err(ClaimError::UnknownCall(id.clone()))),
+        });
+    };
+    let mut lifecycle = call.lifecycle();
+    let refusal = match lifecycle.claim(binding, &clock::now()) {
+        Err(LifecycleError::Expired(at)) => {
+            set_status(tx, engine, id, HeldStatus::Expired, CLAIM).await?;
+            Some(ClaimError::Expired {
+                id: id.clone(),
+                expired_at: at,
+            })
+        }
+        Err(LifecycleError::NotApproved(status)) if status == HeldStatus::Held => {
+            Some(ClaimError::NotApproved {
+                id: id.clone(),
+                status,
+            })
+        }
+        Err(LifecycleError::NotApproved(HeldStatus::Rejected)) => Some(ClaimError::NotApproved {
+            id: id.clone(),
+            status: HeldStatus::Rejected,
+        }),
+        Err(LifecycleError::NotApproved(status)) => Some(ClaimError::AlreadyClaimed {
+            id: id.clone(),
+            status,
+        }),
+        Err(LifecycleError::BindingMismatch(field)) => Some(ClaimError::BindingMismatch {
+            id: id.clone(),
+            field,
+        }),
+        Err(error) => Some(ClaimError::Refused {
+            id: id.clone(),
+            reason: error.to_string(),
+        }),
+        // An approval is the chain's to vouch for, not the row's: a row set to approved
+        // by a hand on the database, with no decision recorded, spends nothing.
+        Ok(()) if !approval_in_chain(tx, engine, &call).await? => {
+            Some(ClaimError::NoRecordedApproval(id.clone()))
+        }
+        Ok(()) => None,
+    };
+    if let Some(refusal) = refusal {
+        // Refusals that say something is wrong with the row or the claim are recorded;
+        // a second claim of a call already claimed is the ordinary race, and is not.
+        let entry = match &refusal {
+            ClaimError::AlreadyClaimed { .. } | ClaimError::NotApproved { .. } => None,
+            refusal => {
+                let why = refusal.to_string();
+                let event = StoreEvent::CallClaimRefused {
+                    call: id,
+                    checksum: &binding.checksum,
+                    scope: &binding.scope,
+                    refusal: &why,
+                };
+                Some((call.tenant.clone(), vec![Body::of(&event)?]))
+            }
+        };
+        return Ok(Applied {
+            entry,
+            done: Done::Claimed(Err(refusal)),
+        });
+    }
+    set_status(tx, engine, id, lifecycle.status, CLAIM).await?;
+    call.status = lifecycle.status;
+    let event = StoreEvent::CallClaimed {
+        call: &call.id,
+        tool: &call.tool,
+        checksum: &call.checksum,
+        scope: &call.scope,
+        upstream: call.upstream.as_deref(),
+    };
+    Ok(Applied {
+        entry: Some((call.tenant.clone(), vec![Body::of(&event)?])),
+        done: Done::Claimed(Ok(call)),
+    })
+}
+
+async fn finish_in(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    id: &Id,
+    ran: bool,
+) -> Result<Applied, StoreError> {
+    let Some(mut call) = select_for_update(tx, engine, id, FINISH).await? else {
+        return Ok(Applied {
+            entry: None,
+            done: Done::Claimed(Err(ClaimError::UnknownCall(id.clone()))),
+        });
+    };
+    let mut lifecycle = call.lifecycle();
+    if let Err(error) = lifecycle.finish(ran) {
+        return Ok(Applied {
+            entry: None,
+            done: Done::Claimed(Err(ClaimError::Refused {
+                id: id.clone(),
+                reason: error.to_string(),
+            })),
+        });
+    }
+    set_status(tx, engine, id, lifecycle.status, FINISH).await?;
+    call.status = lifecycle.status;
+    let event = StoreEvent::CallFinished {
+        call: &call.id,
+        checksum: &call.checksum,
+        outcome: call.status,
+    };
+    Ok(Applied {
+        entry: Some((call.tenant.clone(), vec![Body::of(&event)?])),
+        done: Done::Claimed(Ok(call)),
+    })
+}
+
+async fn set_status(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    id: &Id,
+    status: HeldStatus,
+    op: &'static str,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE pending_call SET status = $1 WHERE id = $2")
+        .bind(status.as_str())
+        .bind(id.as_str())
+        .execute(&mut **tx)
+        .await
+        .map_err(|e| engine.error(op, e))?;
+    Ok(())
+}
+
+/// Whether the call's tenant's chain holds the decision that approved it: a
+/// `call_decided` entry naming the same call, checksum and reviewer, with decision
+/// `approved`.
+async fn approval_in_chain(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    call: &PendingCall,
+) -> Result<bool, StoreError> {
+    // The LIKE narrows the search; each line found is then read as JSON and compared
+    // field by field (an id's `_` is a LIKE wildcard, which only widens the search).
+    let pattern = format!("%\"call\":\"{}\"%", call.id);
+    let rows = sqlx::query(
+        "SELECT line FROM chain_entry WHERE tenant = $1 AND line LIKE $2 \
+         AND line LIKE '%\"event\":\"call_decided\"%'",
+    )
+    .bind(call.tenant.as_str())
+    .bind(pattern)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(|e| engine.error(CLAIM, e))?;
+    let checksum = call.checksum.to_hex();
+    Ok(rows.iter().any(|row| {
+        let Ok(line) = row.try_get::<String, _>(0) else {
+            return false;
+        };
+        let Ok(entry) = serde_json::from_str::<serde_json::Value>(&line) else {
+            return false;
+        };
+        let field = |name: &str| entry.get(name).and_then(|value| value.as_str());
+        field("event") == Some("call_decided")
+            && field("call") == Some(call.id.as_str())
+            && field("checksum") == Some(checksum.as_str())
+            && field("decision") == Some(HeldStatus::Approved.as_str())
+            && field("reviewer") == call.decided_by.as_ref().map(Id::as_str)
+    }))
+}
+
+async fn select_for_update(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    id: &Id,
+    op: &'static str,
+) -> Result<Option<PendingCall>, StoreError> {
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM pending_call WHERE id = $1{}",
+        engine.for_update()
+    )))
+    .bind(id.as_str())
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(|e| engine.error(op, e))?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// Reads a row in [`COLUMNS`] order, refusing anything the store would not write.
+pub(crate) fn from_row(row: &AnyRow) -> Result<PendingCall, StoreError> {
+    let key: String = row.try_get(0).unwrap_or_default();
+    let corrupt = |column: &str, why: &str| StoreError::CorruptRow {
+        table: "pending_call",
+        key: key.clone(),
+        reason: format!("{column}: {why}"),
+    };
+    let text = |i: usize, column: &str| -> Result<String, StoreError> {
+        row.try_get::<String, _>(i)
+            .map_err(|e| corrupt(column, &e.to_string()))
+    };
+    let optional = |i: usize, column: &str| -> Result<Option<String>, StoreError> {
+        row.try_get::<Option<String>, _>(i)
+            .map_err(|e| corrupt(column, &e.to_string()))
+    };
+    let id = |i: usize, column: &str| -> Result<Id, StoreError> {
+        Id::new(text(i, column)?).map_err(|e| corrupt(column, &e.to_string()))
+    };
+    Ok(PendingCall {
+        id: id(0, "id")?,
+        tenant: id(1, "tenant")?,
+        tool: text(2, "tool")?,
+        args: text(3, "args")?,
+        checksum: text(4, "checksum")?
+            .parse()
+            .map_err(|_| corrupt("checksum", "not 64 lowercase hex characters"))?,
+        rule: text(5, "rule")?,
+        reason: text(6, "reason")?,
+        scope: id(7, "scope")?,
+        author: id(8, "author")?,
+        principal_request: optional(9, "principal_request")?,
+        context: optional(10, "context")?,
+        status: text(11, "status")?
+            .parse()
+            .map_err(|e: StatusParseError| corrupt("status", &e.to_string()))?,
+        created_at: text(12, "created_at")?,
+        decided_by: optional(13, "decided_by")?
+            .map(|by| Id::new(by).map_err(|e| corrupt("decided_by", &e.to_string())))
+            .transpose()?,
+        decision_reason: optional(14, "decision_reason")?,
+        decided_at: optional(15, "decided_at")?,
+        declaration: optional(16, "declaration")?,
+        upstream: optional(17, "upstream")?,
+        expires_at: optional(18, "expires_at")?,
+    })
+}
