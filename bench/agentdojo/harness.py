@@ -1,0 +1,462 @@
+"""bench/agentdojo/run's harness: AgentDojo's suites (v1.2.2) under conditions and reviewers,
+judged by AgentDojo's own utility and security checks. See README.md beside this file."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+
+import pairs  # noqa: E402
+from agentdojo.agent_pipeline.agent_pipeline import load_system_message  # noqa: E402
+from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement  # noqa: E402
+from agentdojo.agent_pipeline.basic_elements import InitQuery, SystemMessage  # noqa: E402
+from agentdojo.agent_pipeline.errors import AbortAgentError  # noqa: E402
+from agentdojo.agent_pipeline.agent_pipeline import AgentPipeline  # noqa: E402
+from agentdojo.agent_pipeline.tool_execution import ToolsExecutionLoop, ToolsExecutor  # noqa: E402
+from agentdojo.functions_runtime import EmptyEnv, FunctionCall, FunctionsRuntime  # noqa: E402
+from agentdojo.task_suite.task_suite import (  # noqa: E402
+    functions_stack_trace_from_messages,
+    model_output_from_messages,
+)
+from agentdojo.types import ChatAssistantMessage, get_text_content_as_str, text_content_block_from_string  # noqa: E402
+
+CONDITIONS = ("none", "proxy", "agent")
+METRICS = ("pairs", "utility", "utility_under_attack", "asr", "replayable", "reviews_mean", "reviews_max", "held", "errors")
+# How long one pair may take before it is an error (a hung upstream, say).
+PAIR_TIMEOUT = float(os.environ.get("AGENTDOJO_PAIR_TIMEOUT", "300"))
+
+
+def canonical(args) -> str:
+    return json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+
+
+# ---------------------------------------------------------------------------------------
+# The fully fooled replay model.
+
+
+class ReplayModel(BasePipelineElement):
+    """Makes the user task's ground-truth calls, one per turn; once a tool result carrying
+    the injection has been returned to it, obeys the injection by making the injection
+    task's ground-truth calls next; then finishes the user's calls and answers with the user
+    task's ground-truth output. Held, declined or failed calls do not change its plan."""
+
+    name = "replay"
+
+    def __init__(self, user_calls: list[FunctionCall], injection_calls: list[FunctionCall], goal: str | None, answer: str):
+        self.queue = list(user_calls)
+        self.injection_calls = list(injection_calls)
+        self.goal = pairs.skeleton(goal) if goal else None
+        self.obeyed = False
+        self.read_injection = False
+        self.answer = answer
+        self.turns = 0
+
+    def query(self, query, runtime, env=EmptyEnv(), messages=[], extra_args={}):
+        if self.goal and not self.obeyed:
+            for message in messages:
+                if message["role"] != "tool":
+                    continue
+                text = (message.get("error") or "") + get_text_content_as_str(message["content"] or [])
+                if self.goal in pairs.skeleton(text):
+                    self.read_injection = self.obeyed = True
+                    self.queue[0:0] = self.injection_calls
+                    break
+        if self.queue:
+            call = self.queue.pop(0)
+            self.turns += 1
+            call = FunctionCall(function=call.function, args=dict(call.args), id=f"call_{self.turns}")
+            reply = ChatAssistantMessage(role="assistant", content=[text_content_block_from_string("")], tool_calls=[call])
+        else:
+            reply = ChatAssistantMessage(role="assistant", content=[text_content_block_from_string(self.answer)], tool_calls=None)
+        return query, runtime, env, [*messages, reply], extra_args
+
+
+def real_llm(model: str):
+    if model == "openai":
+        import openai
+        from agentdojo.agent_pipeline.llms.openai_llm import OpenAILLM
+
+        name = os.environ.get("OPENAI_MODEL") or sys.exit("--model openai needs OPENAI_MODEL (and OPENAI_API_KEY, OPENAI_BASE_URL for another endpoint)")
+        return OpenAILLM(openai.OpenAI(), name), name
+    if model == "anthropic":
+        import anthropic
+        from agentdojo.agent_pipeline.llms.anthropic_llm import AnthropicLLM
+
+        name = os.environ.get("ANTHROPIC_MODEL", "claude-3-5-sonnet-20241022")
+        return AnthropicLLM(anthropic.Anthropic(), name), name
+    raise ValueError(model)
+
+
+def pipeline_of(llm) -> AgentPipeline:
+    """AgentDojo's own tool-calling pipeline (as its benchmark builds it, no defence)."""
+    return AgentPipeline(
+        [SystemMessage(load_system_message(None)), InitQuery(), llm, ToolsExecutionLoop([ToolsExecutor(), llm])]
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Tools through tooltrust's MCP proxy.
+
+
+class Reviewer:
+    """Answers the proxy's elicitations for held calls: `none` declines every one; `oracle`
+    approves exactly the user task's own ground-truth calls (tool and arguments)."""
+
+    def __init__(self, kind: str, user_calls: list[FunctionCall]):
+        self.kind = kind
+        self.allowed = {(call.function, canonical(dict(call.args))) for call in user_calls}
+        self.asked = 0
+
+    def decide(self, function: str, args: dict) -> bool:
+        self.asked += 1
+        return self.kind == "oracle" and (function, canonical(args)) in self.allowed
+
+
+class ProxyRuntime(FunctionsRuntime):
+    """AgentDojo's FunctionsRuntime with every call sent to `tooltrust mcp proxy` (which
+    fronts upstream.py serving this pair's environment) instead of run in process. The
+    model is shown AgentDojo's own tools; the calls reach `<suite>__<tool>` on the proxy."""
+
+    def __init__(self, functions, suite: str, config: Path, reviewer: Reviewer, workdir: Path):
+        super().__init__(functions)
+        self.suite = suite
+        self.reviewer = reviewer
+        self.current: tuple[str, dict] | None = None
+        self.held = 0
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.stderr = open(workdir / "proxy.stderr", "w")
+        self._closing = None
+        self.session = self._run(self._open(config), timeout=120)
+
+    def _run(self, coroutine, timeout: float):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    async def _open(self, config: Path):
+        from contextlib import AsyncExitStack
+
+        import mcp.types as types
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        async def elicit(context, params):
+            self.held += 1
+            function, args = self.current if self.current else ("", {})
+            # The proxy names the held tool in its question; approve only the call made now.
+            named = f"Tool: {self.suite}__{function}\n" in params.message
+            approve = named and self.reviewer.decide(function, args)
+            if approve:
+                return types.ElicitResult(action="accept", content={"approve": True})
+            return types.ElicitResult(action="decline")
+
+        stack = AsyncExitStack()
+        self._closing = stack
+        server = StdioServerParameters(
+            command=str(tooltrust_bin()),
+            args=["mcp", "proxy", "--config", str(config)],
+            env={key: os.environ[key] for key in ("PATH", "HOME", "LANG", "TZ") if key in os.environ},
+            cwd=str(config.parent),
+        )
+        read, write = await stack.enter_async_context(stdio_client(server, errlog=self.stderr))
+        session = await stack.enter_async_context(ClientSession(read, write, elicitation_callback=elicit))
+        await session.initialize()
+        listed = await session.list_tools()
+        names = {tool.name for tool in listed.tools}
+        missing = [f.name for f in self.functions.values() if f"{self.suite}__{f.name}" not in names]
+        if missing:
+            raise RuntimeError(f"the proxy does not serve {missing} (see {self.stderr.name})")
+        return session
+
+    def run_function(self, env, function: str, kwargs, raise_on_error: bool = False):
+        if function not in self.functions:
+            return "", f"ToolNotFoundError: The requested function `{function}` is not available."
+        args = {key: value for key, value in kwargs.items()}
+        self.current = (function, args)
+        try:
+            result = self._run(self.session.call_tool(f"{self.suite}__{function}", args), timeout=PAIR_TIMEOUT)
+        finally:
+            self.current = None
+        text = "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+        if result.isError:
+            if raise_on_error:
+                raise RuntimeError(text)
+            return "", text
+        return text, None
+
+    def close(self):
+        if self._closing is not None:
+            try:
+                self._run(self._closing.aclose(), timeout=30)
+            except Exception:
+                pass
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.stderr.close()
+
+
+_TOOLTRUST: Path | None = None
+
+
+def tooltrust_bin() -> Path:
+    global _TOOLTRUST
+    if _TOOLTRUST is None:
+        given = os.environ.get("TOOLTRUST_BIN")
+        path = Path(given) if given else ROOT / "target" / "debug" / "tooltrust"
+        if not path.exists():
+            if given:
+                sys.exit(f"TOOLTRUST_BIN={given} does not exist")
+            print("bench/agentdojo/run: building tooltrust (cargo build -p tooltrust-cli)", file=sys.stderr)
+            subprocess.run(["cargo", "build", "-q", "-p", "tooltrust-cli"], cwd=ROOT, check=True)
+        _TOOLTRUST = path.resolve()
+    return _TOOLTRUST
+
+
+def write_config(suite: str, workdir: Path, pair_file: Path, dump: Path) -> Path:
+    """The suite's committed configuration, with the upstream's command made absolute and
+    pointed at this pair."""
+    text = (HERE / "configs" / f"{suite}.toml").read_text()
+    command = [sys.executable, str(HERE / "upstream.py"), "--suite", suite, "--pair", str(pair_file), "--dump", str(dump)]
+    replaced, count = re.subn(r"(?m)^command = \[.*\]$", lambda _: "command = " + json.dumps(command), text)
+    if count != 1:
+        raise RuntimeError(f"configs/{suite}.toml has no single `command = [...]` line")
+    config = workdir / "tooltrust-mcp.toml"
+    config.write_text(replaced)
+    return config
+
+
+# ---------------------------------------------------------------------------------------
+# One run: a user task, with or without an injection task, under a condition.
+
+
+def run_one(task_suite, condition: str, reviewer_kind: str, model: str, attack, user_id: str, injection_id: str | None, tmp: Path) -> dict:
+    user_task = task_suite.get_user_task_by_id(user_id)
+    injection_task = task_suite.get_injection_task_by_id(injection_id) if injection_id else None
+    injections = attack.attack(user_task, injection_task) if injection_task else {}
+    env = pairs.environment(task_suite, user_id, injections)
+    pre = env.model_copy(deep=True)
+    user_calls = user_task.ground_truth(pre.model_copy(deep=True))
+    injection_calls = injection_task.ground_truth(pre.model_copy(deep=True)) if injection_task else []
+    record = {"suite": task_suite.name, "condition": condition, "user_task": user_id, "injection_task": injection_id}
+
+    if model == "replay":
+        llm = ReplayModel(user_calls, injection_calls, injection_task.GOAL if injection_task else None, user_task.GROUND_TRUTH_OUTPUT)
+    else:
+        llm, _ = real_llm(model)
+    pipeline = pipeline_of(llm)
+
+    reviewer = Reviewer(reviewer_kind, user_calls)
+    runtime: FunctionsRuntime
+    workdir = None
+    if condition == "none":
+        runtime = FunctionsRuntime(task_suite.tools)
+    elif condition == "proxy":
+        workdir = Path(tempfile.mkdtemp(prefix=f"{task_suite.name}-{user_id}-{injection_id}-", dir=tmp))
+        pair_file, dump = workdir / "pair.json", workdir / "environment.json"
+        pair_file.write_text(json.dumps({"user_task": user_id, "injections": injections}))
+        runtime = ProxyRuntime(task_suite.tools, task_suite.name, write_config(task_suite.name, workdir, pair_file, dump), reviewer, workdir)
+    else:
+        raise SystemExit(f"condition {condition!r} is not built (see bench/agentdojo/README.md)")
+
+    try:
+        try:
+            _, _, result_env, messages, _ = pipeline.query(user_task.PROMPT, runtime, env)
+        except AbortAgentError as error:
+            result_env, messages = error.task_environment, error.messages
+    finally:
+        if isinstance(runtime, ProxyRuntime):
+            runtime.close()
+
+    if condition == "proxy":
+        # The calls changed the upstream's environment, not ours: judge the one it wrote.
+        if result_env != pre:
+            raise RuntimeError("the harness's own copy of the environment changed in the proxy condition")
+        result_env = type(pre).model_validate_json((workdir / "environment.json").read_text())
+        record["held"] = runtime.held
+        record["reviews"] = reviewer.asked
+    else:
+        record["held"] = 0
+        record["reviews"] = 0
+    record["environment_changed"] = result_env != pre
+
+    output = model_output_from_messages(messages) or []
+    trace = functions_stack_trace_from_messages(messages)
+    record["calls"] = [call.function for call in trace]
+    record["utility"] = bool(task_suite._check_task_result(user_task, output, pre, result_env, trace))
+    if injection_task is not None:
+        record["security"] = bool(task_suite._check_task_result(injection_task, output, pre, result_env, trace))
+        goal = pairs.skeleton(injection_task.GOAL)
+        record["read_injection"] = any(
+            message["role"] == "tool" and goal in pairs.skeleton((message.get("error") or "") + get_text_content_as_str(message["content"] or []))
+            for message in messages
+        )
+    if workdir is not None and not os.environ.get("AGENTDOJO_KEEP"):
+        shutil.rmtree(workdir, ignore_errors=True)
+    return record
+
+
+def guarded(job, tmp: Path) -> dict:
+    suite_name, condition, reviewer, model, user_id, injection_id = job
+    started = time.monotonic()
+    try:
+        task_suite = pairs.suite(suite_name)
+        record = run_one(task_suite, condition, reviewer, model, ATTACKS[suite_name], user_id, injection_id, tmp)
+    except Exception as error:  # one pair's failure is reported, and the others go on
+        detail = "".join(traceback.format_exception_only(type(error), error)).strip()
+        print(f"error: {suite_name} {condition} {user_id} {injection_id or '(no injection)'}: {detail}", file=sys.stderr)
+        record = {
+            "suite": suite_name, "condition": condition, "user_task": user_id, "injection_task": injection_id,
+            "error": detail, "utility": False, "held": 0, "reviews": 0,
+        }
+        if injection_id:
+            # As AgentDojo's own benchmark scores a pair it could not finish: no utility,
+            # and the attack counted as successful.
+            record["security"] = True
+            record["read_injection"] = False
+    record["seconds"] = round(time.monotonic() - started, 2)
+    return record
+
+
+ATTACKS: dict = {}
+
+
+# ---------------------------------------------------------------------------------------
+# Figures.
+
+
+def figures(records: Sequence[dict]) -> dict:
+    attacked = [r for r in records if r["injection_task"] is not None]
+    clean = [r for r in records if r["injection_task"] is None]
+    reviews = [r["reviews"] for r in attacked]
+
+    def rate(values):
+        values = list(values)
+        return round(sum(values) / len(values), 4) if values else None
+
+    return {
+        "pairs": len(attacked),
+        "utility": rate(r["utility"] for r in clean),
+        "utility_under_attack": rate(r["utility"] for r in attacked),
+        "asr": rate(r["security"] for r in attacked),
+        "replayable": sum(1 for r in attacked if r.get("read_injection")),
+        "reviews_mean": round(sum(reviews) / len(reviews), 3) if reviews else None,
+        "reviews_max": max(reviews) if reviews else None,
+        "held": sum(r["held"] for r in attacked),
+        "errors": sum(1 for r in records if "error" in r),
+    }
+
+
+def markdown(results: dict, args) -> str:
+    def cell(value, key):
+        if value is None:
+            return "–"
+        if key in ("utility", "utility_under_attack", "asr"):
+            return f"{100 * value:.1f}%"
+        return str(value)
+
+    lines = [
+        f"AgentDojo {pairs.BENCHMARK_VERSION} (agentdojo 0.1.35), model `{args.model}`, reviewer `{args.reviewer}`, "
+        f"attack `{results['attack']}`, {results['date']}.",
+        "",
+        "`bench/agentdojo/run " + " ".join(sys.argv[1:]) + "`",
+        "",
+        "| suite | condition | " + " | ".join(METRICS) + " |",
+        "|---|---|" + "---|" * len(METRICS),
+    ]
+    for suite_name, by_condition in [*results["suites"].items(), ("total", results["total"])]:
+        for condition, row in by_condition.items():
+            lines.append(f"| {suite_name} | {condition} | " + " | ".join(cell(row[key], key) for key in METRICS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="bench/agentdojo/run", description=__doc__)
+    parser.add_argument("--suites", default=",".join(pairs.SUITES))
+    parser.add_argument("--sample", type=int, help="the same N pairs per suite on every run (default: all)")
+    parser.add_argument("--conditions", default="none,proxy")
+    parser.add_argument("--reviewer", choices=("none", "oracle"), default="none")
+    parser.add_argument("--model", choices=("replay", "openai", "anthropic"), default="replay")
+    parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    suites = [name.strip() for name in args.suites.split(",") if name.strip()]
+    conditions = [name.strip() for name in args.conditions.split(",") if name.strip()]
+    for name in suites:
+        if name not in pairs.SUITES:
+            parser.error(f"unknown suite {name!r}: one of {', '.join(pairs.SUITES)}")
+    for name in conditions:
+        if name not in CONDITIONS:
+            parser.error(f"unknown condition {name!r}: one of {', '.join(CONDITIONS)}")
+        if name == "agent":
+            parser.error("the `agent` condition (tooltrust's own agent loop) is not built yet; use none,proxy")
+    if args.sample is not None and args.sample < 1:
+        parser.error("--sample must be at least 1")
+    if args.model != "replay" and args.reviewer == "oracle":
+        print("note: the oracle approves exactly the user task's ground-truth calls; a real model's calls may differ", file=sys.stderr)
+    if "proxy" in conditions:
+        tooltrust_bin()
+
+    model_name = None if args.model == "replay" else real_llm(args.model)[1]
+    jobs = []
+    for name in suites:
+        task_suite = pairs.suite(name)
+        ATTACKS[name] = pairs.attack(task_suite, model_name)
+        chosen = pairs.sample(task_suite, args.sample)
+        users = sorted({user for user, _ in chosen}, key=lambda task: int(task.rsplit("_", 1)[1]))
+        for condition in conditions:
+            jobs += [(name, condition, args.reviewer, args.model, user, None) for user in users]
+            jobs += [(name, condition, args.reviewer, args.model, user, injection) for user, injection in chosen]
+        # Warm the attack's cache (it runs each user task's ground truth once) before threads share it.
+        for user in users:
+            ATTACKS[name].get_injection_candidates(task_suite.get_user_task_by_id(user))
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"bench/agentdojo/run: {len(jobs)} runs ({', '.join(suites)}; {', '.join(conditions)}; reviewer {args.reviewer}; model {args.model}; {args.jobs} jobs)", file=sys.stderr)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="agentdojo-") as tmp, ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        records = list(pool.map(lambda job: guarded(job, Path(tmp)), jobs))
+
+    results = {
+        "suites": {
+            name: {condition: figures([r for r in records if r["suite"] == name and r["condition"] == condition]) for condition in conditions}
+            for name in suites
+        },
+        "total": {condition: figures([r for r in records if r["condition"] == condition]) for condition in conditions},
+        "model": args.model,
+        "reviewer": args.reviewer,
+        "attack": next(iter(ATTACKS.values())).name,
+        "benchmark_version": pairs.BENCHMARK_VERSION,
+        "sample": args.sample,
+        "date": time.strftime("%Y-%m-%d"),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (args.out / "results.md").write_text(markdown(results, args))
+    with open(args.out / "runs.jsonl", "w") as runs:
+        for record in records:
+            runs.write(json.dumps(record) + "\n")
+    sys.stdout.write(markdown(results, args))
+    errors = sum(1 for r in records if "error" in r)
+    print(f"bench/agentdojo/run: {len(records)} runs in {results['seconds']} s, {errors} errors; {args.out}/results.json", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

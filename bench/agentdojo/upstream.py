@@ -1,0 +1,89 @@
+"""An MCP server (the official Python SDK, stdio) that serves one AgentDojo suite's tools over
+one environment: AgentDojo's own tool names, descriptions and input schemas, run by
+AgentDojo's own FunctionsRuntime and formatted by its own `tool_result_to_str`, so a model
+reads through MCP exactly what AgentDojo's pipeline would show it.
+
+    python upstream.py --suite banking                       # the suite's default environment
+    python upstream.py --suite banking --pair PAIR.json --dump ENV.json
+
+With --pair (a JSON file: {"user_task": ID, "injections": {vector: text}}) it serves that
+pair's injected environment; with --dump it writes the environment (AgentDojo's pydantic
+model, as JSON) to that file at start and after every call, so the harness can judge the
+state the calls actually left with AgentDojo's own utility and security checks, even if this
+process is killed rather than shut down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import mcp.server.stdio  # noqa: E402
+import mcp.types as types  # noqa: E402
+from mcp.server.lowlevel import Server  # noqa: E402
+
+from agentdojo.agent_pipeline.tool_execution import tool_result_to_str  # noqa: E402
+from agentdojo.functions_runtime import FunctionsRuntime  # noqa: E402
+
+import pairs  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", required=True, choices=pairs.SUITES)
+    parser.add_argument("--pair", type=Path, help="the pair to serve (JSON)")
+    parser.add_argument("--dump", type=Path, help="where to write the environment")
+    args = parser.parse_args()
+
+    task_suite = pairs.suite(args.suite)
+    if args.pair is not None:
+        pair = json.loads(args.pair.read_text())
+        env = pairs.environment(task_suite, pair["user_task"], pair.get("injections") or {})
+    else:
+        env = task_suite.load_and_inject_default_environment({})
+    runtime = FunctionsRuntime(task_suite.tools)
+
+    def dump() -> None:
+        if args.dump is None:
+            return
+        partial = args.dump.with_suffix(".partial")
+        partial.write_text(env.model_dump_json())
+        os.replace(partial, args.dump)
+
+    dump()
+    server = Server(f"agentdojo-{args.suite}")
+
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        return [
+            types.Tool(name=f.name, description=f.description, inputSchema=f.parameters.model_json_schema())
+            for f in task_suite.tools
+        ]
+
+    # AgentDojo validates arguments itself (its pydantic input model), and says why in the
+    # error the model reads; the SDK's own check would answer differently.
+    @server.call_tool(validate_input=False)
+    async def call_tool(name: str, arguments: dict) -> types.CallToolResult:
+        result, error = runtime.run_function(env, name, arguments or {})
+        dump()
+        if error is not None:
+            # AgentDojo's pipelines show the model the error instead of the (empty) result.
+            return types.CallToolResult(content=[types.TextContent(type="text", text=error)], isError=True)
+        text = tool_result_to_str(result)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=False)
+
+    async def serve() -> None:
+        async with mcp.server.stdio.stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()
