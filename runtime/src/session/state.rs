@@ -512,13 +512,13 @@ impl State {
                     crate::gate::rule::REVIEW,
                     format!("{why} ({})", pending.decision.reason),
                 );
-                events.push(decision_event(
+                return Ok(refused(
+                    events,
                     scope_id,
                     &pending.call,
-                    &decision,
-                    Some(pending_id),
+                    pending_id,
+                    decision,
                 ));
-                return Ok(Claimed::Rejected(decision));
             }
             HeldStatus::Approved => {}
         }
@@ -541,13 +541,13 @@ impl State {
                     pending.decision.rule, again.reason
                 ),
             );
-            events.push(decision_event(
+            return Ok(refused(
+                events,
                 scope_id,
                 &pending.call,
-                &decision,
-                Some(pending_id),
+                pending_id,
+                decision,
             ));
-            return Ok(Claimed::Rejected(decision));
         }
         pending
             .lifecycle
@@ -941,6 +941,18 @@ impl State {
         self.reviews.remove(review);
         Ok(())
     }
+}
+
+/// A claim refused by `decision`: recorded as a denial of the held call; nothing runs.
+fn refused(
+    events: &mut Vec<Event>,
+    scope: &Id,
+    call: &ToolCall,
+    pending: &Id,
+    decision: Decision,
+) -> Claimed {
+    events.push(decision_event(scope, call, &decision, Some(pending)));
+    Claimed::Rejected(decision)
 }
 
 /// A lifecycle refusal as the session's error: deciding a decided call, or one's own.
