@@ -34,15 +34,19 @@ mod access;
 mod app;
 mod context;
 mod csrf;
+mod error;
+mod guard;
 mod limits;
 mod pages;
+mod routes;
 mod serve;
 mod sessions;
+mod viewer;
 
 pub use access::{
     Access, Credentials, CredentialsError, HashError, MIN_TOKEN_CHARS, hash_password,
 };
-pub use app::CSP;
+pub use guard::CSP;
 pub use serve::{
     Config, Console, DEFAULT_DECISIONS_PER_MINUTE, DEFAULT_LISTEN, StartError, TlsFiles,
 };

@@ -2,6 +2,8 @@
 //! store is interpolated through maud, which escapes it: the store holds text that
 //! attackers wrote, and none of it may become markup.
 
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 use tooltrust::Id;
@@ -35,6 +37,11 @@ impl Frame<'_> {
             live: None,
         }
     }
+}
+
+/// A page as the response, with `status`.
+pub(crate) fn response(status: StatusCode, markup: Markup) -> Response {
+    (status, Html(markup.into_string())).into_response()
 }
 
 /// The page around `body`.

@@ -15,7 +15,8 @@ use tooltrust::quarantine::Kek;
 use tooltrust_store::Store;
 
 use crate::access::Access;
-use crate::app::{self, App};
+use crate::app::App;
+use crate::routes;
 
 /// Decisions one reviewer may make per minute, unless the console is told otherwise.
 pub const DEFAULT_DECISIONS_PER_MINUTE: u32 = 30;
@@ -173,7 +174,7 @@ impl Console {
 
     /// Serves until `shutdown` completes (open connections are then dropped).
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
-        let router = app::router(self.app);
+        let router = routes::router(self.app);
         match self.tls {
             None => {
                 let service = router.into_make_service_with_connect_info::<SocketAddr>();
