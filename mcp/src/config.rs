@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use indexmap::IndexMap;
 use serde::Deserialize;
 use toml::Spanned;
+use tooltrust::gate::{ArgumentPolicy, Constraint};
 use tooltrust::tool::{DeclaredTrust, Effects};
 
 use crate::declaration::{Declarations, Declared};
@@ -53,9 +54,18 @@ pub struct ProxyConfig {
     /// not served (default 16384).
     #[serde(default = "default_schema_bytes")]
     pub max_schema_bytes: usize,
+    /// How many bytes a held call's arguments, each shown whole, may take in a question
+    /// to the person at the host (default 4096). A longer call is never asked about cut:
+    /// it goes to the review queue (`store`), or without one is declined, saying why.
+    #[serde(default = "default_asked_arguments_bytes")]
+    pub max_asked_arguments_bytes: usize,
     /// The servers the proxy fronts.
     #[serde(default)]
     pub upstream: Vec<Upstream>,
+}
+
+fn default_asked_arguments_bytes() -> usize {
+    crate::serve::DEFAULT_ASKED_ARGUMENTS_BYTES
 }
 
 fn yes() -> bool {
@@ -117,6 +127,62 @@ pub struct Upstream {
     /// Declarations by tool-name pattern, in order: the first match wins.
     #[serde(default)]
     pub tools: IndexMap<String, ToolDeclaration>,
+    /// Argument policies by the upstream's tool name: gate rules that allow or deny a
+    /// call from its arguments alone, without asking anyone.
+    #[serde(default)]
+    pub arguments: IndexMap<String, ArgumentsDeclaration>,
+}
+
+/// One tool's argument policy: `allow` when every constraint holds (and the call has no
+/// argument they leave out), even in a tainted session; `deny` when one holds; otherwise
+/// the default rules.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArgumentsDeclaration {
+    /// Constraints by argument name, every one of which must hold to allow.
+    #[serde(default)]
+    pub allow: IndexMap<String, Spanned<ConstraintDeclaration>>,
+    /// Constraints by argument name, any one of which denies.
+    #[serde(default)]
+    pub deny: IndexMap<String, Spanned<ConstraintDeclaration>>,
+}
+
+/// One constraint on an argument, as the file writes it: exactly one of `one_of`,
+/// `pattern`, or `min` and/or `max`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConstraintDeclaration {
+    /// The value is one of these (strings, numbers, booleans).
+    #[serde(default)]
+    pub one_of: Option<Vec<serde_json::Value>>,
+    /// The value is a string this regex matches; to allow, anchored at both ends and
+    /// bounded (`^[a-z]{1,32}@example\.com$`).
+    #[serde(default)]
+    pub pattern: Option<String>,
+    /// The value is a number at least this.
+    #[serde(default)]
+    pub min: Option<f64>,
+    /// The value is a number at most this.
+    #[serde(default)]
+    pub max: Option<f64>,
+}
+
+impl ConstraintDeclaration {
+    fn constraint(&self) -> Result<Constraint, String> {
+        let bounded = self.min.is_some() || self.max.is_some();
+        match (&self.one_of, &self.pattern, bounded) {
+            (Some(values), None, false) => {
+                Constraint::one_of(values.iter().cloned()).map_err(|error| error.to_string())
+            }
+            (None, Some(pattern), false) => {
+                Constraint::pattern(pattern).map_err(|error| error.to_string())
+            }
+            (None, None, true) => {
+                Constraint::range(self.min, self.max).map_err(|error| error.to_string())
+            }
+            _ => Err("give exactly one of `one_of`, `pattern`, or `min` and/or `max`".to_owned()),
+        }
+    }
 }
 
 /// What the host declares of the tools a pattern matches.
@@ -264,9 +330,16 @@ impl ProxyConfig {
                 }
             }
         }
+        for upstream in &config.upstream {
+            upstream.argument_policies_in(Some(text))?;
+        }
         for (key, value) in [
             ("max_description_bytes", config.max_description_bytes),
             ("max_schema_bytes", config.max_schema_bytes),
+            (
+                "max_asked_arguments_bytes",
+                config.max_asked_arguments_bytes,
+            ),
         ] {
             if !(16..=1 << 24).contains(&value) {
                 return Err(ConfigError {
@@ -293,6 +366,66 @@ impl Upstream {
             (None, Some(url)) => Some(Endpoint::Url(url.get_ref().clone())),
             _ => None,
         }
+    }
+
+    /// The gate rules of this upstream's `arguments`, one per tool, for its tools as the
+    /// proxy names them (`<upstream>__<tool>`). Checked by [`ProxyConfig::parse`]: an
+    /// allow whose pattern could let free text through is refused there, with its line.
+    pub fn argument_policies(&self) -> Result<Vec<ArgumentPolicy>, ConfigError> {
+        self.argument_policies_in(None)
+    }
+
+    fn argument_policies_in(&self, text: Option<&str>) -> Result<Vec<ArgumentPolicy>, ConfigError> {
+        let upstream = self.name.get_ref();
+        let mut policies = Vec::with_capacity(self.arguments.len());
+        for (tool, declared) in &self.arguments {
+            let mut policy = ArgumentPolicy::new(format!("{upstream}__{tool}"));
+            if declared.allow.is_empty() && declared.deny.is_empty() {
+                return Err(ConfigError {
+                    line: text.and_then(|text| section_line(text, tool)),
+                    message: format!(
+                        "the argument policy of {upstream:?}'s tool {tool:?} has neither `allow` nor `deny`"
+                    ),
+                });
+            }
+            let refused = |list: &str,
+                           argument: &str,
+                           at: &Spanned<ConstraintDeclaration>,
+                           why: String| {
+                let line = text.map(|text| line_of(text, at.span().start));
+                let written = line
+                    .zip(text)
+                    .and_then(|(line, text)| text.lines().nth(line - 1))
+                    .map(str::trim);
+                ConfigError {
+                    line,
+                    message: format!(
+                        "{}{list} of argument `{argument}` in the argument policy of {upstream:?}'s tool {tool:?}: {why}",
+                        written
+                            .map(|written| format!("`{written}`: "))
+                            .unwrap_or_default()
+                    ),
+                }
+            };
+            for (argument, declared) in &declared.allow {
+                let constraint = declared
+                    .get_ref()
+                    .constraint()
+                    .map_err(|why| refused("allow", argument, declared, why))?;
+                policy = policy
+                    .allow(argument.clone(), constraint)
+                    .map_err(|error| refused("allow", argument, declared, error.to_string()))?;
+            }
+            for (argument, declared) in &declared.deny {
+                let constraint = declared
+                    .get_ref()
+                    .constraint()
+                    .map_err(|why| refused("deny", argument, declared, why))?;
+                policy = policy.deny(argument.clone(), constraint);
+            }
+            policies.push(policy);
+        }
+        Ok(policies)
     }
 
     /// The host's declarations for this upstream's tools.
@@ -326,6 +459,18 @@ fn key_line(text: &str, key: &str) -> Option<usize> {
             line.trim_start()
                 .strip_prefix(key)
                 .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|index| index + 1)
+}
+
+/// The line of a `[upstream.arguments.TOOL]` (or `…arguments."TOOL"]`) table header.
+fn section_line(text: &str, tool: &str) -> Option<usize> {
+    text.lines()
+        .position(|line| {
+            let line = line.trim();
+            line.strip_prefix("[upstream.arguments.")
+                .and_then(|rest| rest.strip_suffix(']'))
+                .is_some_and(|name| name.trim_matches('"') == tool)
         })
         .map(|index| index + 1)
 }
@@ -396,6 +541,10 @@ url = "http://127.0.0.1:9000/mcp"
         assert!(config.metadata_taints);
         assert_eq!(config.max_description_bytes, DEFAULT_DESCRIPTION_BYTES);
         assert_eq!(
+            config.max_asked_arguments_bytes,
+            crate::serve::DEFAULT_ASKED_ARGUMENTS_BYTES
+        );
+        assert_eq!(
             config.upstream[1].endpoint(),
             Some(Endpoint::Url("http://127.0.0.1:9000/mcp".into()))
         );
@@ -414,6 +563,13 @@ url = "http://127.0.0.1:9000/mcp"
             config.upstream[0].declarations().description_of("search"),
             Some("Searches the catalogue.")
         );
+        let policy = readme
+            .split("```toml\n")
+            .filter_map(|rest| rest.split("```").next())
+            .find(|block| block.contains("[upstream.arguments."))
+            .expect("an argument policy in the README");
+        let config = ProxyConfig::parse(&format!("{block}{policy}")).unwrap();
+        assert_eq!(config.upstream[0].argument_policies().unwrap().len(), 1);
     }
 
     #[test]
@@ -437,6 +593,50 @@ url = "http://127.0.0.1:9000/mcp"
             Some("Sends an email.")
         );
         assert_eq!(declarations.description_of("fetch_page"), None);
+    }
+
+    const POLICY: &str = r#"
+[upstream.arguments.send_email]
+allow = { to = { one_of = ["ann@example.com"] }, body = { pattern = "^[A-Za-z0-9 .,:]{1,200}$" } }
+deny = { to = { pattern = "@evil\\.example$" }, copies = { min = 4 } }
+"#;
+
+    #[test]
+    fn argument_policies_are_gate_rules_and_an_open_allow_is_refused() {
+        let config = ProxyConfig::parse(&format!("{GOOD}{POLICY}")).unwrap();
+        let policies = config.upstream[1].argument_policies().unwrap();
+        assert_eq!(policies.len(), 1);
+        assert_eq!(policies[0].tool(), "docs__send_email");
+        use tooltrust::gate::Rule as _;
+        assert_eq!(policies[0].name(), "docs__send_email.argument-policy");
+
+        let cases = [
+            // Unanchored, anchored at one end, unbounded: free text could get through.
+            ("\"^[A-Za-z0-9 .,:]{1,200}$\"", "\"kettle\"", "anchored"),
+            ("\"^[A-Za-z0-9 .,:]{1,200}$\"", "\"^[a-z ]+$\"", "bound"),
+            (
+                "pattern = \"^[A-Za-z0-9",
+                "pattern = \"^([A-Za-z0-9",
+                "compile",
+            ),
+            ("{ min = 4 }", "{ min = 4, pattern = \"x\" }", "exactly one"),
+            ("{ min = 4 }", "{ min = 4, max = 1 }", "min"),
+            ("[\"ann@example.com\"]", "[]", "at least one"),
+        ];
+        for (from, to, needle) in cases {
+            let text = format!("{GOOD}{}", POLICY.replace(from, to));
+            let error = ProxyConfig::parse(&text).unwrap_err();
+            let line = text
+                .lines()
+                .position(|line| line.contains(to))
+                .map(|index| index + 1);
+            assert_eq!(error.line, line, "{error}");
+            assert!(error.to_string().contains(needle), "{needle}: {error}");
+            assert!(error.to_string().contains("send_email"), "{error}");
+        }
+        let empty = format!("{GOOD}\n[upstream.arguments.send_email]\n");
+        let error = ProxyConfig::parse(&empty).unwrap_err();
+        assert!(error.to_string().contains("neither"), "{error}");
     }
 
     #[test]

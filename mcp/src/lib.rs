@@ -32,7 +32,7 @@ pub use connect::{
 };
 pub use declaration::{Declarations, Declared};
 pub use metadata::MetadataLimits;
-pub use serve::{ReviewQueue, ScopeServer, tool_of};
+pub use serve::{DEFAULT_ASKED_ARGUMENTS_BYTES, ReviewQueue, ScopeServer, tool_of};
 
 /// Why serving ended with an error.
 #[derive(Debug, thiserror::Error)]

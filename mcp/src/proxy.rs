@@ -466,6 +466,17 @@ impl Proxy {
         if let Some(max) = config.max_repeats {
             policy = policy.max_repeats(max);
         }
+        for upstream in &config.upstream {
+            let policies = upstream
+                .argument_policies()
+                .map_err(|error| ProxyError::Config {
+                    path: path.to_owned(),
+                    error,
+                })?;
+            for argument_policy in policies {
+                policy = policy.with_rule(argument_policy);
+            }
+        }
         let recorder: Arc<AuditLog> = Arc::clone(&log);
         let session = Session::builder(registry)
             .policy(policy)
@@ -491,6 +502,7 @@ impl Proxy {
         }
         let mut server = ScopeServer::new(scope)
             .ask_about_held_calls(person.map_err(ProxyError::Id)?)
+            .max_asked_arguments_bytes(config.max_asked_arguments_bytes)
             .listing(Arc::clone(&guard) as Arc<dyn Listing>);
         if let Some(store) = &config.store {
             let (location, flag) = match tooltrust_store::Location::parse(store.get_ref()) {

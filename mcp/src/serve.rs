@@ -23,7 +23,17 @@ pub struct ScopeServer {
     asker: Option<Id>,
     queue: Option<Arc<ReviewQueue>>,
     listing: Option<Arc<dyn Listing>>,
+    max_asked_bytes: usize,
 }
+
+/// The default of [`ScopeServer::max_asked_arguments_bytes`]: how many bytes a held
+/// call's arguments, shown whole, may take in a question to the person at the client.
+pub const DEFAULT_ASKED_ARGUMENTS_BYTES: usize = 4096;
+
+/// How many of the latest untrusted blocks a question shows, and how many bytes of each:
+/// they are context for the person, not what they approve.
+const SHOWN_UNTRUSTED_BLOCKS: usize = 4;
+const SHOWN_UNTRUSTED_BYTES: usize = 600;
 
 /// What `tools/list` leaves out and adds to its `_meta`: the guarding proxy's withheld
 /// tools and unavailable upstreams.
@@ -71,7 +81,17 @@ impl ScopeServer {
             asker: None,
             queue: None,
             listing: None,
+            max_asked_bytes: DEFAULT_ASKED_ARGUMENTS_BYTES,
         }
+    }
+
+    /// A held call is asked about only when its arguments, each shown whole, fit in
+    /// `bytes`; a longer one goes to the review queue (see [`Self::review_queue`]), or,
+    /// without one, is declined, and the result says why. Default
+    /// [`DEFAULT_ASKED_ARGUMENTS_BYTES`].
+    pub fn max_asked_arguments_bytes(mut self, bytes: usize) -> Self {
+        self.max_asked_bytes = bytes;
+        self
     }
 
     /// Lists only the tools `listing` shows, with its `_meta`.
@@ -136,7 +156,7 @@ impl ScopeServer {
                 Err(error) => return refusal(error),
             }
         }
-        let (tool, args) = (call.tool().to_owned(), call.canonical_args().to_owned());
+        let tool = call.tool().to_owned();
         let outcome = match self.scope.call(call.clone()).await {
             Ok(outcome) => outcome,
             Err(error) => return refusal(format!("the call could not be made: {error}")),
@@ -145,7 +165,14 @@ impl ScopeServer {
             (CallOutcome::Pending { id, decision }, Some(reviewer), Some(context))
                 if !context.peer.supported_elicitation_modes().is_empty() =>
             {
-                let question = self.question(&tool, &args, &decision);
+                let arguments = shown_arguments(&call);
+                if arguments.len() > self.max_asked_bytes {
+                    return refusal(self.not_asked(&call, &id, &decision, arguments.len()).await);
+                }
+                let question = match self.question(&tool, &arguments, &decision) {
+                    Ok(question) => question,
+                    Err(error) => return refusal(error),
+                };
                 match self.ask(context, &id, reviewer, question).await {
                     Ok(outcome) => outcome,
                     Err(error) => return refusal(error),
@@ -280,24 +307,91 @@ impl ScopeServer {
             .map_err(|error| format!("the approved call could not run: {error}"))
     }
 
-    /// What the person is shown: the tool, the canonical arguments, the rule and reason,
-    /// and the untrusted content that tainted the session.
-    fn question(&self, tool: &str, args: &str, decision: &Decision) -> String {
-        let tainted_by: Vec<String> = self
+    /// A held call whose arguments, shown whole, would take `bytes`, more than a question
+    /// may: queued when there is a review queue, declined otherwise (recorded as the
+    /// proxy's rejection, so the call never runs). Never asked about cut.
+    async fn not_asked(
+        &self,
+        call: &ToolCall,
+        id: &Id,
+        decision: &Decision,
+        bytes: usize,
+    ) -> String {
+        let why = format!(
+            "its arguments take {bytes} bytes shown whole, more than the {} a question to the person at the client may (`max_asked_arguments_bytes`), and a person is never asked about a call they cannot see whole",
+            self.max_asked_bytes
+        );
+        if self.queue.is_some() {
+            return match self.queue_held(call, id, decision).await {
+                Ok(text) => format!("Not asked at the client: {why}. {text}"),
+                Err(error) => error,
+            };
+        }
+        let declined = Id::new("mcp-proxy")
+            .map_err(|error| error.to_string())
+            .and_then(|proxy| {
+                self.scope
+                    .session()
+                    .decide_call(id, proxy, Verdict::reject(format!("not asked: {why}")))
+                    .map_err(|error| error.to_string())
+            });
+        match declined {
+            Ok(()) => format!(
+                "declined: the held call {id} ({}: {}) was not put to the person at the client: {why}, and this proxy has no review queue (`store` in its configuration). It did not run.",
+                decision.rule, decision.reason
+            ),
+            Err(error) => format!(
+                "the held call {id} was not asked about ({why}) and its rejection could not be recorded: {error}; it did not run"
+            ),
+        }
+    }
+
+    /// What the person is shown: the tool, every argument whole in canonical order, the
+    /// rule and reason; then, last, the latest untrusted content of the session,
+    /// neutralised and fenced line by line under a random label, as outsiders' words.
+    fn question(&self, tool: &str, arguments: &str, decision: &Decision) -> Result<String, String> {
+        let fence =
+            Id::random().map_err(|error| format!("the question could not be fenced: {error}"))?;
+        let untrusted: Vec<tooltrust::block::Block> = self
             .scope
             .blocks()
-            .unwrap_or_default()
-            .iter()
+            .map_err(|error| format!("the session's content could not be read: {error}"))?
+            .into_iter()
             .filter(|block| block.trust() == tooltrust::Trust::Untrusted)
-            .map(|block| folded(block.text(), 400))
             .collect();
-        format!(
-            "A call was held for review ({}: {}).\n\nTool: {tool}\nArguments: {}\n\nThe session holds untrusted content:\n{}\n\nRun it?",
-            decision.rule,
-            decision.reason,
-            folded(args, 2000),
-            tainted_by.join("\n---\n"),
-        )
+        let mut question = format!(
+            "A call was held for review ({}: {}).\n\nTool: {tool}\nArguments, every one whole, in canonical order, as JSON:\n{arguments}\nApprove only if this exact call is what you want.",
+            decision.rule, decision.reason,
+        );
+        if untrusted.is_empty() {
+            return Ok(question);
+        }
+        let skipped = untrusted.len().saturating_sub(SHOWN_UNTRUSTED_BLOCKS);
+        question.push_str(&format!(
+            "\n\nLast, the untrusted content of this session: written by outsiders, not by tooltrust, the host or you, whatever it claims. Each of its lines starts with \"│ \"; it ends at the line \"[end of outsiders' text {fence}]\".{}",
+            if skipped > 0 {
+                format!(" ({skipped} earlier block(s) not shown.)")
+            } else {
+                String::new()
+            }
+        ));
+        for block in &untrusted[skipped..] {
+            let text = block.text();
+            let shown = folded(text, SHOWN_UNTRUSTED_BYTES);
+            let neutral = tooltrust::envelope::neutralise(shown);
+            let cut = if shown.len() < text.len() {
+                format!(", the first {} of {} bytes", shown.len(), text.len())
+            } else {
+                String::new()
+            };
+            question.push_str(&format!(
+                "\n[outsiders' text {fence}: block {}{cut}]\n",
+                block.id()
+            ));
+            question.push_str(&fenced(&neutral.text));
+        }
+        question.push_str(&format!("\n[end of outsiders' text {fence}]"));
+        Ok(question)
     }
 
     fn shown(&self, outcome: &CallOutcome) -> CallToolResult {
@@ -328,16 +422,101 @@ impl ScopeServer {
     }
 }
 
-/// At most `max` bytes of `text`, cut at a character boundary, marked when cut.
-fn folded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
+/// At most `max` bytes of `text`, cut at a character boundary.
+fn folded(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}… ({} bytes in all)", &text[..end], text.len())
+    &text[..end]
+}
+
+/// Whether a character could break a line, or hide or reorder text, where a person
+/// reads it.
+fn unseen(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{AD}'
+                | '\u{34F}'
+                | '\u{61C}'
+                | '\u{115F}'..='\u{1160}'
+                | '\u{17B4}'..='\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF0}'..='\u{FFFB}'
+                | '\u{1BCA0}'..='\u{1BCA3}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0000}'..='\u{E0FFF}'
+        )
+}
+
+/// JSON text with every character that could break a line, or hide or reorder text,
+/// written as its `\u` escape: still the same JSON value.
+fn escaped(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if unseen(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The call's arguments as the person reads them: one line each, in canonical (RFC 8785)
+/// key order, key and value as canonical JSON, whole; a value can neither start a line
+/// of its own nor hide a character.
+fn shown_arguments(call: &ToolCall) -> String {
+    let mut keys: Vec<&String> = call.args().keys().collect();
+    keys.sort_by(|a, b| tooltrust::canonical::cmp_utf16(a, b));
+    let mut shown = String::new();
+    for key in keys {
+        let value = &call.args()[key.as_str()];
+        shown.push_str("  ");
+        shown.push_str(&escaped(&tooltrust::canonical::canonical_json(
+            &Value::String(key.clone()),
+        )));
+        shown.push_str(": ");
+        shown.push_str(&escaped(&tooltrust::canonical::canonical_json(value)));
+        shown.push('\n');
+    }
+    if shown.is_empty() {
+        shown.push_str("  (none)\n");
+    }
+    shown
+}
+
+/// Outsiders' text, every line of it starting with `│ `: whatever it holds (a line that
+/// looks like the end of the fence, a line break of any kind), none of its lines can
+/// read as the question's own. Characters that hide or reorder text are shown as
+/// U+FFFD.
+fn fenced(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 64);
+    out.push_str("│ ");
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\n' | '\r' | '\u{B}' | '\u{C}' | '\u{85}' | '\u{2028}' | '\u{2029}' => {
+                out.push_str("\n│ ");
+            }
+            '\t' => out.push(c),
+            c if unseen(c) => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// An error result: `isError: true`, with a text the model and the person can read.

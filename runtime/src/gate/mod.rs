@@ -11,8 +11,9 @@
 //! 7. everything else → allow.
 //!
 //! Rules 1–3 hold whatever the developer adds; rules 5–6 are the defaults the developer's
-//! rules may refine (see [`ArgumentFromTrustedBlock`]).
+//! rules may refine (see [`ArgumentFromTrustedBlock`] and [`ArgumentPolicy`]).
 
+mod arguments;
 mod leak;
 
 use std::borrow::Cow;
@@ -29,6 +30,7 @@ use crate::record::Sender;
 use crate::registry::Registry;
 use crate::tool::{DeclaredTrust, Effects, ToolSpec, Trust};
 
+pub use arguments::{ArgumentPolicy, ArgumentPolicyError, Constraint};
 pub use leak::NonceIndex;
 
 /// A scope's taint level.
@@ -73,6 +75,9 @@ pub mod rule {
     pub const REPEATED: &str = "repeated-call";
     /// Observe mode let a call through that the gate would have held or denied.
     pub const OBSERVE: &str = "observe";
+    /// What an argument policy's name ends with: `<tool>.argument-policy`
+    /// ([`ArgumentPolicy`](super::ArgumentPolicy)).
+    pub const ARGUMENT_POLICY: &str = "argument-policy";
 }
 
 /// What the gate rules.
@@ -453,6 +458,7 @@ mod tests {
             (rule::REVIEW, "review"),
             (rule::REPEATED, "repeated-call"),
             (rule::OBSERVE, "observe"),
+            (rule::ARGUMENT_POLICY, "argument-policy"),
         ];
         for (constant, text) in names {
             assert_eq!(constant, text);

@@ -2,6 +2,7 @@
 //! gate, review and quarantine, the registry, and the agent loop.
 
 mod agent;
+mod arguments;
 mod laundering;
 mod layer;
 mod memory;
