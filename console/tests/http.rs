@@ -172,14 +172,14 @@ async fn the_queue_lists_held_calls_newest_first_and_filters_them() {
     assert!(page.contains("Reviewing as <strong id=\"viewer\">alice</strong>"));
     assert_inert(&page);
 
-    let pending = text(
-        http.get(format!("{}?status=pending", console.url))
+    let held = text(
+        http.get(format!("{}?status=held", console.url))
             .send()
             .await
             .unwrap(),
     )
     .await;
-    assert!(pending.contains(second.id.as_str()) && !pending.contains(first.id.as_str()));
+    assert!(held.contains(second.id.as_str()) && !held.contains(first.id.as_str()));
     let rejected = text(
         http.get(format!("{}?status=rejected", console.url))
             .send()
@@ -235,7 +235,7 @@ async fn the_queue_pages_back_through_older_calls() {
     let console = start(loopback(&store, "alice")).await;
     let http = client();
     let page = text(
-        http.get(format!("{}?status=pending", console.url))
+        http.get(format!("{}?status=held", console.url))
             .send()
             .await
             .unwrap(),
@@ -246,7 +246,7 @@ async fn the_queue_pages_back_through_older_calls() {
     let marker = "<a id=\"older\" href=\"";
     let at = page.find(marker).expect("a link to older calls") + marker.len();
     let href = page[at..].split('"').next().unwrap().replace("&amp;", "&");
-    assert!(href.starts_with("/?status=pending&before="), "{href}");
+    assert!(href.starts_with("/?status=held&before="), "{href}");
     let older = text(
         http.get(format!("{}{}", console.url, &href[1..]))
             .send()
