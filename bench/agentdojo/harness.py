@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -269,7 +270,7 @@ def run_one(task_suite, condition: str, reviewer_kind: str, model: str, attack, 
         runtime = FunctionsRuntime(task_suite.tools)
     elif condition == "proxy":
         workdir = Path(tempfile.mkdtemp(prefix=f"{task_suite.name}-{user_id}-{injection_id}-", dir=tmp))
-        pair_file, dump = workdir / "pair.json", workdir / "environment.json"
+        pair_file, dump = workdir / "pair.json", workdir / "environment.pickle"
         pair_file.write_text(json.dumps({"user_task": user_id, "injections": injections}))
         runtime = ProxyRuntime(task_suite.tools, task_suite.name, write_config(task_suite.name, workdir, pair_file, dump), reviewer, workdir)
     else:
@@ -284,24 +285,41 @@ def run_one(task_suite, condition: str, reviewer_kind: str, model: str, attack, 
         if isinstance(runtime, ProxyRuntime):
             runtime.close()
 
+    output = model_output_from_messages(messages) or []
+    requested = functions_stack_trace_from_messages(messages)
     if condition == "proxy":
-        # The calls changed the upstream's environment, not ours: judge the one it wrote.
+        # The calls changed the upstream's environment, not ours: judge the one it left,
+        # and, for AgentDojo's checks that read the trace of calls, the calls that reached
+        # it (a call the proxy held and no one approved never ran).
         if result_env != pre:
             raise RuntimeError("the harness's own copy of the environment changed in the proxy condition")
-        result_env = type(pre).model_validate_json((workdir / "environment.json").read_text())
+        with open(workdir / "environment.pickle", "rb") as dumped:
+            state = pickle.load(dumped)
+        result_env = state["environment"]
+        trace = [FunctionCall(function=call["function"], args=call["args"]) for call in state["calls"]]
         record["held"] = runtime.held
         record["reviews"] = reviewer.asked
     else:
+        trace = requested
         record["held"] = 0
         record["reviews"] = 0
     record["environment_changed"] = result_env != pre
-
-    output = model_output_from_messages(messages) or []
-    trace = functions_stack_trace_from_messages(messages)
-    record["calls"] = [call.function for call in trace]
+    record["requested"] = [call.function for call in requested]
+    record["ran"] = [call.function for call in trace]
     record["utility"] = bool(task_suite._check_task_result(user_task, output, pre, result_env, trace))
+    # The same check on the environment as it was before the run: where it differs from the
+    # above, only the changes the calls made decided it.
+    record["utility_if_unchanged"] = bool(task_suite._check_task_result(user_task, output, pre, pre.model_copy(deep=True), trace))
     if injection_task is not None:
         record["security"] = bool(task_suite._check_task_result(injection_task, output, pre, result_env, trace))
+        if condition == "proxy":
+            # What AgentDojo's checks would say if they read the calls the model asked for.
+            record["security_by_requested_calls"] = bool(
+                task_suite._check_task_result(injection_task, output, pre, result_env, requested)
+            )
+        # Some injection tasks have no ground-truth calls (AgentDojo's workspace 6-13 give
+        # none; travel's 6 asks only for words in the answer): the replay cannot carry them out.
+        record["injection_calls"] = len(injection_calls)
         goal = pairs.skeleton(injection_task.GOAL)
         record["read_injection"] = any(
             message["role"] == "tool" and goal in pairs.skeleton((message.get("error") or "") + get_text_content_as_str(message["content"] or []))
@@ -355,7 +373,7 @@ def figures(records: Sequence[dict]) -> dict:
         "utility": rate(r["utility"] for r in clean),
         "utility_under_attack": rate(r["utility"] for r in attacked),
         "asr": rate(r["security"] for r in attacked),
-        "replayable": sum(1 for r in attacked if r.get("read_injection")),
+        "replayable": sum(1 for r in attacked if r.get("read_injection") and r.get("injection_calls")),
         "reviews_mean": round(sum(reviews) / len(reviews), 3) if reviews else None,
         "reviews_max": max(reviews) if reviews else None,
         "held": sum(r["held"] for r in attacked),

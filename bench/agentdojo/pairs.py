@@ -53,14 +53,21 @@ def all_pairs(task_suite) -> list[tuple[str, str]]:
 
 
 def sample(task_suite, n: int | None) -> list[tuple[str, str]]:
-    """The same `n` pairs of the suite on every run and every machine (a shuffle seeded by
-    the suite's name), in suite order; all of them when `n` is None."""
+    """The same `n` pairs of the suite on every run and every machine, in suite order; all of
+    them when `n` is None. The pairs are shuffled (seeded by the suite's name) and then dealt
+    in rounds, one pair per injection task per round, so a sample spreads over the injection
+    tasks as evenly as its size allows."""
     pairs = all_pairs(task_suite)
     if n is None or n >= len(pairs):
         return pairs
-    chosen = list(pairs)
-    random.Random(f"tooltrust-agentdojo-{task_suite.name}").shuffle(chosen)
-    keep = set(chosen[:n])
+    shuffled = list(pairs)
+    random.Random(f"tooltrust-agentdojo-{task_suite.name}").shuffle(shuffled)
+    seen: dict[str, int] = {}
+    rounds = []
+    for position, (user, injection) in enumerate(shuffled):
+        rounds.append((seen.get(injection, 0), position, (user, injection)))
+        seen[injection] = seen.get(injection, 0) + 1
+    keep = {pair for _, _, pair in sorted(rounds)[:n]}
     return [pair for pair in pairs if pair in keep]
 
 

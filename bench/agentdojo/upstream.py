@@ -8,9 +8,11 @@ reads through MCP exactly what AgentDojo's pipeline would show it.
 
 With --pair (a JSON file: {"user_task": ID, "injections": {vector: text}}) it serves that
 pair's injected environment; with --dump it writes the environment (AgentDojo's pydantic
-model, as JSON) to that file at start and after every call, so the harness can judge the
-state the calls actually left with AgentDojo's own utility and security checks, even if this
-process is killed rather than shut down.
+model, pickled: its JSON does not round-trip, a calendar rebuilds its events from the initial
+ones) and the calls that reached it to that file at start and after every call, so the
+harness can judge the state the calls actually left, and the calls actually made, with
+AgentDojo's own utility and security checks, even if this process is killed rather than
+shut down.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import pickle
 import sys
 from pathlib import Path
 
@@ -48,12 +51,13 @@ def main() -> None:
     else:
         env = task_suite.load_and_inject_default_environment({})
     runtime = FunctionsRuntime(task_suite.tools)
+    calls: list[dict] = []
 
     def dump() -> None:
         if args.dump is None:
             return
         partial = args.dump.with_suffix(".partial")
-        partial.write_text(env.model_dump_json())
+        partial.write_bytes(pickle.dumps({"environment": env, "calls": calls}))
         os.replace(partial, args.dump)
 
     dump()
@@ -70,6 +74,7 @@ def main() -> None:
     # error the model reads; the SDK's own check would answer differently.
     @server.call_tool(validate_input=False)
     async def call_tool(name: str, arguments: dict) -> types.CallToolResult:
+        calls.append({"function": name, "args": dict(arguments or {})})
         result, error = runtime.run_function(env, name, arguments or {})
         dump()
         if error is not None:
