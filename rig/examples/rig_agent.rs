@@ -83,15 +83,12 @@ fn main() -> Result<(), Box<dyn Error>> {
             "held: {} as {} by rule `{}`: {}",
             held.tool, held.id, held.rule, held.reason
         );
-        // A person decides (here, approves); the call then runs exactly once.
-        session.decide_call(
-            &held.id,
-            Id::new("ann")?,
-            Verdict::approve("recipient checked"),
-        )?;
+        // A person decides: the page asked for this, not the user. Rejected, it never runs.
+        let verdict = Verdict::reject("the page asked for it, not the customer");
+        session.decide_call(&held.id, Id::new("ann")?, verdict)?;
         match pollster::block_on(scope.run_pending(&held.id))? {
-            CallOutcome::Ran { output, .. } => {
-                println!("approved by ann, ran once: {}", output.content.to_text())
+            CallOutcome::Denied(decision) => {
+                println!("rejected by ann, never ran: {}", decision.reason)
             }
             other => println!("after review: {other:?}"),
         }
