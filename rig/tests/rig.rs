@@ -361,3 +361,28 @@ fn the_pinned_rig_api_is_the_one_implemented() -> TestResult {
     assert_eq!(definitions.len(), 3);
     Ok(())
 }
+
+#[test]
+fn rigs_loop_never_hands_an_unknown_tool_to_the_scope() -> TestResult {
+    let (_session, scope, sent) = setup()?;
+    let guarded = GuardedTools::new(scope.clone());
+    let model = MockCompletionModel::from_turns([
+        MockTurn::tool_call("c1", "delete_everything", json!({})),
+        MockTurn::text("Could not."),
+    ]);
+    let agent = AgentBuilder::new(model.clone())
+        .dynamic_tools(guarded.rig_tools()?)
+        .build();
+    // rig ends the run on a name it did not register (its default policy); nothing ran
+    // and nothing entered the scope.
+    let run = pollster::block_on(agent.prompt("Clean up").max_turns(5));
+    let error = run.err().ok_or("rig's run went on past an unknown tool")?;
+    assert!(
+        format!("{error:?}").contains("UnknownToolCall"),
+        "{error:?}"
+    );
+    assert_eq!(sent.load(Ordering::SeqCst), 0);
+    assert!(scope.rendered_blocks()?.is_empty());
+    assert_eq!(scope.taint()?, Taint::Clean);
+    Ok(())
+}
