@@ -903,7 +903,8 @@ async fn the_console_decides_on_a_postgres_store() {
             .unwrap(),
     )
     .await;
-    assert!(verified.contains("ok: 1 entries"), "{verified}");
+    // The hold and the decision.
+    assert!(verified.contains("ok: 2 entries"), "{verified}");
     drop(console);
     store.close().await;
     let mut conn = sqlx::PgConnection::connect(&base).await.unwrap();

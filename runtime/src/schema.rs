@@ -164,10 +164,17 @@ fn make_strict(schema: &mut Value, at: &str) -> Result<(), StrictSchemaError> {
                 if !required.contains(name) {
                     make_nullable(property);
                 }
-                all.push(Value::from(name.as_str()));
+                all.push(name.clone());
             }
         }
-        object.insert("required".into(), Value::Array(all));
+        // In name order whatever order the map keeps (serde_json's `preserve_order`,
+        // which another crate of the build may turn on): the schema, and the catalog
+        // fingerprint and pins hashed over it, must not depend on a dependency's feature.
+        all.sort_unstable();
+        object.insert(
+            "required".into(),
+            Value::Array(all.into_iter().map(Value::from).collect()),
+        );
     }
     if let Some(items) = object.get_mut("items") {
         make_strict(items, &format!("{at}[]"))?;
@@ -477,7 +484,7 @@ mod tests {
 
         // The nested struct is closed too, and its optional field nullable.
         let address = definition(&strict, "Address");
-        // (serde_json sorts the properties; `required` lists them in that order.)
+        // `required` lists the properties in name order.
         assert_eq!(address["required"], json!(["flat", "street", "tags"]));
         assert_eq!(
             address["properties"]["flat"]["type"],

@@ -65,12 +65,15 @@ const MAX_DEPTH: usize = 16;
 /// (Arguments the schema does not declare never reach an instruction tool:
 /// [`check_arguments`] refuses them.)
 pub(crate) fn free_text_argument(schema: &Value) -> Option<String> {
+    // The first in name order, whatever order the map keeps.
     schema
         .get("properties")
         .and_then(Value::as_object)?
         .iter()
-        .find(|(_, property)| !is_closed(property, schema, 0))
-        .map(|(name, _)| name.clone())
+        .filter(|(_, property)| !is_closed(property, schema, 0))
+        .map(|(name, _)| name)
+        .min()
+        .cloned()
 }
 
 fn is_closed(schema: &Value, root: &Value, depth: usize) -> bool {
