@@ -48,7 +48,7 @@ pub struct PendingCall {
     pub declaration: Option<String>,
     /// Where it stands.
     pub status: HeldStatus,
-    /// When it was held (set by [`Store::hold`]).
+    /// When it was held (set by [`Store::hold`](crate::Store::hold)).
     pub created_at: String,
     /// Who decided.
     pub decided_by: Option<Id>,
@@ -65,7 +65,7 @@ pub struct PendingCall {
 }
 
 impl PendingCall {
-    /// A fresh pending call (no decision, `created_at` to be set by [`Store::hold`]) for
+    /// A fresh pending call (no decision, `created_at` to be set by [`Store::hold`](crate::Store::hold)) for
     /// `call`, held by `rule` for `reason`, made by `scope` whose author is `author`, for
     /// `tenant`.
     pub fn new(
