@@ -740,34 +740,8 @@ async fn a_held_call_is_approved_out_of_band_and_runs_once() {
     let config = config(dir.path(), &outbox, "store = \"sqlite:review.db\"");
     let client = proxy(&config, person(None)).await;
     let send = send_after_the_page(&client, "ann@example.com", "X1: 49 EUR").await;
-    let held = text(&send);
-    assert_eq!(send.is_error, Some(true), "{held}");
-    let id = held
-        .split("tooltrust pending approve ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no approve command in {held}"))
-        .to_owned();
-    let store = dir.path().join("review.db");
-    let approve = std::process::Command::new(TOOLTRUST)
-        .args([
-            "pending",
-            "approve",
-            &id,
-            "--reviewer",
-            "lead",
-            "--reason",
-            "asked for",
-        ])
-        .arg("--sqlite")
-        .arg(&store)
-        .output()
-        .expect("tooltrust runs");
-    assert!(
-        approve.status.success(),
-        "{}",
-        String::from_utf8_lossy(&approve.stderr)
-    );
+    assert_eq!(send.is_error, Some(true), "{}", text(&send));
+    approve_from_a_terminal(&dir.path().join("review.db"), &held_id(&send));
     assert_eq!(sent(&outbox), 0, "approval alone runs nothing");
     let again = call(
         &client,
