@@ -18,6 +18,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -89,6 +90,9 @@ class ReplayModel(BasePipelineElement):
         return query, runtime, env, [*messages, reply], extra_args
 
 
+ANTHROPIC_DEFAULT = "claude-3-5-sonnet-20241022"
+
+
 def real_llm(model: str):
     if model == "openai":
         import openai
@@ -100,7 +104,7 @@ def real_llm(model: str):
         import anthropic
         from agentdojo.agent_pipeline.llms.anthropic_llm import AnthropicLLM
 
-        name = os.environ.get("ANTHROPIC_MODEL", "claude-3-5-sonnet-20241022")
+        name = os.environ.get("ANTHROPIC_MODEL", ANTHROPIC_DEFAULT)
         return AnthropicLLM(anthropic.Anthropic(), name), name
     raise ValueError(model)
 
@@ -110,6 +114,94 @@ def pipeline_of(llm) -> AgentPipeline:
     return AgentPipeline(
         [SystemMessage(load_system_message(None)), InitQuery(), llm, ToolsExecutionLoop([ToolsExecutor(), llm])]
     )
+
+
+class ReplayEndpoint:
+    """A model served on 127.0.0.1 (a port of its own) in the OpenAI Chat Completions wire
+    format, tool calls included: how the `agent` condition's driver, a client of
+    tooltrust-providers, reaches the replay model. Each request is one turn of `llm`; the
+    tool names it is shown and answers with carry the proxy's `<suite>__` prefix.
+
+    The driver shows the model a held call's outcome, once reviewed, as a user message
+    (tooltrust's agent loop settles reviewed calls between turns), so the replay reads the
+    injection in user and tool messages alike (the principal's own message never carries it)."""
+
+    def __init__(self, llm: ReplayModel, prefix: str):
+        self.llm = llm
+        self.prefix = prefix
+        self.turns = 0
+        self.failure: str | None = None
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):  # noqa: N802 (http.server's name)
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    if self.path.rstrip("/") != "/v1/chat/completions":
+                        raise ValueError(f"no such endpoint: POST {self.path}")
+                    answer, status = endpoint.answer(json.loads(self.rfile.read(length))), 200
+                except Exception as error:  # the driver reports the status; the run says why
+                    endpoint.failure = f"{type(error).__name__}: {error}"
+                    answer, status = {"error": {"message": endpoint.failure, "type": "replay_error"}}, 400
+                body = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def answer(self, body: dict) -> dict:
+        messages = []
+        for message in body.get("messages") or []:
+            if message.get("role") not in ("tool", "user"):
+                continue
+            content = message.get("content")
+            if not isinstance(content, str):
+                content = "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+            messages.append({"role": "tool", "content": [text_content_block_from_string(content)], "error": None})
+        _, _, _, replied, _ = self.llm.query("", None, messages=messages)
+        reply = replied[-1]
+        self.turns += 1
+        if reply["tool_calls"]:
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": self.prefix + call.function, "arguments": json.dumps(dict(call.args), default=str)},
+                    }
+                    for call in reply["tool_calls"]
+                ],
+            }
+            finish = "tool_calls"
+        else:
+            message = {"role": "assistant", "content": get_text_content_as_str(reply["content"] or [])}
+            finish = "stop"
+        return {
+            "id": f"chatcmpl-replay-{self.turns}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or "replay",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        }
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
 
 
 # ---------------------------------------------------------------------------------------
@@ -230,6 +322,91 @@ def tooltrust_bin() -> Path:
     return _TOOLTRUST
 
 
+_AGENT: Path | None = None
+
+
+def agent_bin() -> Path:
+    """The `agent` condition's driver: `AGENTDOJO_AGENT_BIN`, or the example
+    `agentdojo_agent` of tooltrust-cli (built when missing)."""
+    global _AGENT
+    if _AGENT is None:
+        given = os.environ.get("AGENTDOJO_AGENT_BIN")
+        path = Path(given) if given else ROOT / "target" / "debug" / "examples" / "agentdojo_agent"
+        if not path.exists():
+            if given:
+                sys.exit(f"AGENTDOJO_AGENT_BIN={given} does not exist")
+            print("bench/agentdojo/run: building the agent driver (cargo build -p tooltrust-cli --example agentdojo_agent)", file=sys.stderr)
+            subprocess.run(["cargo", "build", "-q", "-p", "tooltrust-cli", "--example", "agentdojo_agent"], cwd=ROOT, check=True)
+        _AGENT = path.resolve()
+    return _AGENT
+
+
+# The driver reaches these of the harness's environment (the model's endpoint and key);
+# the upstream it starts gets only the proxy's few (PATH, HOME, LANG, TZ).
+MODEL_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "ANTHROPIC_BASE_URL")
+
+
+def run_agent(task_suite, user_task, model: str, llm, reviewer: Reviewer, workdir: Path, config: Path) -> dict:
+    """One run of tooltrust's agent loop (the driver) over the pair's upstream; its report."""
+    prefix = f"{task_suite.name}__"
+    (workdir / "prompt.txt").write_text(user_task.PROMPT)
+    (workdir / "system.txt").write_text(load_system_message(None))
+    (workdir / "descriptions.json").write_text(json.dumps({f.name: f.description for f in task_suite.tools}))
+    approve = [] if reviewer.kind == "none" else [
+        {"tool": prefix + function, "arguments": json.loads(arguments)} for function, arguments in sorted(reviewer.allowed)
+    ]
+    (workdir / "approve.json").write_text(json.dumps(approve))
+    env = {key: os.environ[key] for key in ("PATH", "HOME", "LANG", "TZ") if key in os.environ}
+    endpoint = None
+    if model == "replay":
+        endpoint = ReplayEndpoint(llm, prefix)
+        env.update(OPENAI_BASE_URL=endpoint.base_url, OPENAI_MODEL="replay")
+        driver_model = "openai"
+    else:
+        env.update({key: os.environ[key] for key in MODEL_ENV if key in os.environ})
+        driver_model = model
+        if model == "anthropic" and "ANTHROPIC_MODEL" not in env:
+            env["ANTHROPIC_MODEL"] = ANTHROPIC_DEFAULT
+    command = [
+        str(agent_bin()), "--config", str(config), "--model", driver_model,
+        "--prompt-file", str(workdir / "prompt.txt"), "--system-file", str(workdir / "system.txt"),
+        "--descriptions", str(workdir / "descriptions.json"), "--approve", str(workdir / "approve.json"),
+        "--out", str(workdir / "report.json"),
+    ]
+    try:
+        with open(workdir / "agent.stderr", "w") as stderr:
+            done = subprocess.run(command, env=env, cwd=str(config.parent), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, timeout=PAIR_TIMEOUT)
+    finally:
+        if endpoint is not None:
+            endpoint.close()
+    if done.returncode != 0:
+        said = (workdir / "agent.stderr").read_text().strip().splitlines()
+        why = said[-1] if said else f"exit status {done.returncode}"
+        if endpoint is not None and endpoint.failure:
+            why += f" (the replay endpoint: {endpoint.failure})"
+        raise RuntimeError(f"the agent driver failed: {why}")
+    return json.loads((workdir / "report.json").read_text())
+
+
+def gate_record(audit: Path) -> dict:
+    """What the session's gate did with the calls, from the audit log: each call's first
+    decision (tool, checksum, allowed / held / denied, rule), the reviews of held calls
+    (checksum, approved), and the calls that ran (tool, checksum)."""
+    decided, reviewed, executed = [], [], []
+    verdicts = {"call_allowed": "allowed", "call_sent_to_review": "held", "call_denied": "denied", "call_observed": "observed"}
+    log = audit / "audit.jsonl"
+    for line in log.read_text().splitlines() if log.exists() else []:
+        entry = json.loads(line)
+        event = entry.get("event")
+        if event in verdicts and "pending" not in entry or event == "call_sent_to_review":
+            decided.append([entry["tool"], entry["checksum"], verdicts[event], entry["rule"]])
+        elif event == "call_decided":
+            reviewed.append([entry["checksum"], entry["approve"]])
+        elif event == "call_executed":
+            executed.append([entry["tool"], entry["checksum"]])
+    return {"decided": decided, "reviewed": reviewed, "executed": executed}
+
+
 def write_config(suite: str, workdir: Path, pair_file: Path, dump: Path) -> Path:
     """The suite's committed configuration, with the upstream's command made absolute and
     pointed at this pair."""
@@ -261,44 +438,71 @@ def run_one(task_suite, condition: str, reviewer_kind: str, model: str, attack, 
         llm = ReplayModel(user_calls, injection_calls, injection_task.GOAL if injection_task else None, user_task.GROUND_TRUTH_OUTPUT)
     else:
         llm, _ = real_llm(model)
-    pipeline = pipeline_of(llm)
 
     reviewer = Reviewer(reviewer_kind, user_calls)
     runtime: FunctionsRuntime
     workdir = None
-    if condition == "none":
-        runtime = FunctionsRuntime(task_suite.tools)
-    elif condition == "proxy":
+    if condition in ("proxy", "agent"):
         workdir = Path(tempfile.mkdtemp(prefix=f"{task_suite.name}-{user_id}-{injection_id}-", dir=tmp))
         pair_file, dump = workdir / "pair.json", workdir / "environment.pickle"
         pair_file.write_text(json.dumps({"user_task": user_id, "injections": injections}))
-        runtime = ProxyRuntime(task_suite.tools, task_suite.name, write_config(task_suite.name, workdir, pair_file, dump), reviewer, workdir)
-    else:
+        config = write_config(task_suite.name, workdir, pair_file, dump)
+    if condition == "none":
+        runtime = FunctionsRuntime(task_suite.tools)
+    elif condition == "proxy":
+        runtime = ProxyRuntime(task_suite.tools, task_suite.name, config, reviewer, workdir)
+    elif condition != "agent":
         raise SystemExit(f"condition {condition!r} is not built (see bench/agentdojo/README.md)")
 
-    try:
+    if condition == "agent":
+        # tooltrust's own loop drives the model; the harness's copy of the environment is
+        # never handed to anything.
+        report = run_agent(task_suite, user_task, model, llm, reviewer, workdir, config)
+        result_env = env
+        answer = report.get("answer")
+        output = [text_content_block_from_string(answer)] if answer is not None else []
+        prefix = f"{task_suite.name}__"
+        requested = [
+            FunctionCall(function=call["tool"].removeprefix(prefix), args=call["arguments"] if isinstance(call["arguments"], dict) else {})
+            for call in report["requested"]
+        ]
+        shown = [message.get("content") or "" for message in report["messages"] if message.get("role") in ("tool", "user")]
+        record["turns"] = report["turns"]
+        record["turn_limit"] = report["turn_limit"]
+    else:
+        pipeline = pipeline_of(llm)
         try:
-            _, _, result_env, messages, _ = pipeline.query(user_task.PROMPT, runtime, env)
-        except AbortAgentError as error:
-            result_env, messages = error.task_environment, error.messages
-    finally:
-        if isinstance(runtime, ProxyRuntime):
-            runtime.close()
+            try:
+                _, _, result_env, messages, _ = pipeline.query(user_task.PROMPT, runtime, env)
+            except AbortAgentError as error:
+                result_env, messages = error.task_environment, error.messages
+        finally:
+            if isinstance(runtime, ProxyRuntime):
+                runtime.close()
+        output = model_output_from_messages(messages) or []
+        requested = functions_stack_trace_from_messages(messages)
+        shown = [(message.get("error") or "") + get_text_content_as_str(message["content"] or []) for message in messages if message["role"] == "tool"]
 
-    output = model_output_from_messages(messages) or []
-    requested = functions_stack_trace_from_messages(messages)
-    if condition == "proxy":
+    if condition in ("proxy", "agent"):
         # The calls changed the upstream's environment, not ours: judge the one it left,
         # and, for AgentDojo's checks that read the trace of calls, the calls that reached
-        # it (a call the proxy held and no one approved never ran).
+        # it (a call the gate held and no one approved never ran).
         if result_env != pre:
-            raise RuntimeError("the harness's own copy of the environment changed in the proxy condition")
+            raise RuntimeError(f"the harness's own copy of the environment changed in the {condition} condition")
         with open(workdir / "environment.pickle", "rb") as dumped:
             state = pickle.load(dumped)
         result_env = state["environment"]
         trace = [FunctionCall(function=call["function"], args=call["args"]) for call in state["calls"]]
-        record["held"] = runtime.held
-        record["reviews"] = reviewer.asked
+        if condition == "proxy":
+            record["held"] = runtime.held
+            record["reviews"] = reviewer.asked
+        else:
+            record["held"] = report["held"]
+            record["reviews"] = report["reviews"]
+        # What the session's gate decided, and what reached the upstream, for comparing
+        # the proxy and the agent call by call.
+        record["gate"] = gate_record(workdir / "audit")
+        record["reached"] = [[call["function"], canonical(call["args"])] for call in state["calls"]]
     else:
         trace = requested
         record["held"] = 0
@@ -312,7 +516,7 @@ def run_one(task_suite, condition: str, reviewer_kind: str, model: str, attack, 
     record["utility_if_unchanged"] = bool(task_suite._check_task_result(user_task, output, pre, pre.model_copy(deep=True), trace))
     if injection_task is not None:
         record["security"] = bool(task_suite._check_task_result(injection_task, output, pre, result_env, trace))
-        if condition == "proxy":
+        if condition in ("proxy", "agent"):
             # What AgentDojo's checks would say if they read the calls the model asked for.
             record["security_by_requested_calls"] = bool(
                 task_suite._check_task_result(injection_task, output, pre, result_env, requested)
@@ -321,10 +525,7 @@ def run_one(task_suite, condition: str, reviewer_kind: str, model: str, attack, 
         # none; travel's 6 asks only for words in the answer): the replay cannot carry them out.
         record["injection_calls"] = len(injection_calls)
         goal = pairs.skeleton(injection_task.GOAL)
-        record["read_injection"] = any(
-            message["role"] == "tool" and goal in pairs.skeleton((message.get("error") or "") + get_text_content_as_str(message["content"] or []))
-            for message in messages
-        )
+        record["read_injection"] = any(goal in pairs.skeleton(text) for text in shown)
     if workdir is not None and not os.environ.get("AGENTDOJO_KEEP"):
         shutil.rmtree(workdir, ignore_errors=True)
     return record
@@ -423,14 +624,14 @@ def main() -> None:
     for name in conditions:
         if name not in CONDITIONS:
             parser.error(f"unknown condition {name!r}: one of {', '.join(CONDITIONS)}")
-        if name == "agent":
-            parser.error("the `agent` condition (tooltrust's own agent loop) is not built yet; use none,proxy")
     if args.sample is not None and args.sample < 1:
         parser.error("--sample must be at least 1")
     if args.model != "replay" and args.reviewer == "oracle":
         print("note: the oracle approves exactly the user task's ground-truth calls; a real model's calls may differ", file=sys.stderr)
     if "proxy" in conditions:
         tooltrust_bin()
+    if "agent" in conditions:
+        agent_bin()
 
     model_name = None if args.model == "replay" else real_llm(args.model)[1]
     jobs = []
