@@ -609,7 +609,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="bench/agentdojo/run", description=__doc__)
     parser.add_argument("--suites", default=",".join(pairs.SUITES))
     parser.add_argument("--sample", type=int, help="the same N pairs per suite on every run (default: all)")
-    parser.add_argument("--conditions", default="none,proxy")
+    parser.add_argument("--conditions", default=",".join(CONDITIONS))
     parser.add_argument("--reviewer", choices=("none", "oracle"), default="none")
     parser.add_argument("--model", choices=("replay", "openai", "anthropic"), default="replay")
     parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
