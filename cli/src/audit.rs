@@ -147,6 +147,13 @@ fn print_ok(report: &VerifyReport, out: &mut impl Write) -> Result<bool, Error> 
         "ok: {} entries, head {}",
         report.entries, report.head.hash
     )?;
+    for unknown in &report.outcome_unknown {
+        writeln!(
+            out,
+            "outcome unknown: call {} let run at seq {} (no outcome after it: still running, or cut off by a crash before its outcome was synced)",
+            unknown.call, unknown.seq
+        )?;
+    }
     Ok(true)
 }
 

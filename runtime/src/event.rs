@@ -339,6 +339,18 @@ pub trait Recorder: Send + Sync {
         }
         Ok(())
     }
+
+    /// Records `events` that report what already happened and gate nothing (a call's
+    /// outcome, once its decision is durable): the recorder may make them durable with
+    /// its next batch or after a short timer instead of before returning, so that a call
+    /// costs one sync, not two. Events recorded later still follow them in order. The
+    /// default records them at once, like [`record_batch`](Self::record_batch).
+    ///
+    /// A crash in between loses them; the chain then ends with a decision whose outcome
+    /// is unknown, which verification reports as such, not as damage.
+    fn record_deferred(&self, events: &[Event]) -> Result<(), PartialRecord> {
+        self.record_batch(events)
+    }
 }
 
 /// Keeps events in memory (tests, examples, hosts that forward them elsewhere).

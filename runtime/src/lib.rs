@@ -61,6 +61,7 @@ mod content;
 pub mod envelope;
 pub mod event;
 pub mod gate;
+pub mod group_commit;
 pub mod held;
 mod hex;
 pub mod id;

@@ -1,6 +1,7 @@
-//! Group commit: every write to a chain (appends, decisions, claims) goes through one
-//! task per chain of an opened store, which commits all the work waiting at that moment
-//! in one transaction.
+//! Group commit: every write to a chain (appends, decisions, claims) waits in that
+//! chain's queue of the runtime's group-commit engine (`tooltrust::group_commit`), and
+//! a task, spawned while there is work, commits all the work waiting at that moment in
+//! one transaction.
 //!
 //! A chain is linear, so its writers take turns on its head row, and each turn lasts
 //! until its commit is durable (one fsync, a few milliseconds on common disks). Done one
@@ -12,103 +13,94 @@
 //! claims (by id), then the heads of the chains it writes (by tenant).
 
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::AnyPool;
-use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
+use tokio::sync::oneshot;
 use tooltrust::Id;
 use tooltrust::audit::{Body, Receipt};
+use tooltrust::group_commit::{Committer, GatherOptions, GroupCommit, OnFailure, Partial};
 
 use crate::chain::{self, APPEND};
 use crate::engine::Engine;
 use crate::error::StoreError;
 use crate::transition::{self, DECISIONS_CHANNEL, Done, Work};
 
-/// The most entries one transaction holds.
-const MAX_BATCH_ENTRIES: usize = 1024;
+/// The most jobs one transaction holds.
+const MAX_BATCH_JOBS: usize = 1024;
 
-/// The longest a batch waits for more work, whatever the options say.
-const MAX_GATHER: Duration = Duration::from_secs(1);
+/// One chain's writers: their work waits in the runtime's group-commit engine, and a
+/// task spawned while there is work commits it in rounds.
+pub(crate) struct Appender {
+    jobs: GroupCommit<Job, StoreError>,
+    transactions: Transactions,
+}
 
-/// One caller's work, waiting in the queue.
+/// One caller's work, waiting in the queue, and where its answer goes.
 pub(crate) struct Job {
-    pub(crate) work: Work,
-    pub(crate) reply: oneshot::Sender<Result<Done, StoreError>>,
-}
-
-/// Queues `work` and waits for its commit.
-pub(crate) async fn submit(
-    queue: &mpsc::UnboundedSender<Job>,
     work: Work,
-) -> Result<Done, StoreError> {
-    let (reply, answer) = oneshot::channel();
-    queue
-        .send(Job { work, reply })
-        .map_err(|_| StoreError::Closed)?;
-    answer.await.map_err(|_| StoreError::Closed)?
+    reply: Option<oneshot::Sender<Result<Done, StoreError>>>,
 }
 
-/// Starts the task that commits the queue's work in batches; it ends when every sender
-/// is dropped.
-pub(crate) fn spawn(pool: AnyPool, engine: Engine, gather: Duration) -> mpsc::UnboundedSender<Job> {
-    let (sender, receiver) = mpsc::unbounded_channel();
-    tokio::spawn(run(pool, engine, gather.min(MAX_GATHER), receiver));
-    sender
-}
-
-/// Callers wait for their own commit, so without help they split into two cohorts that
-/// alternate between transactions; a batch therefore waits up to `gather` for as many
-/// jobs as the last round saw (its batch plus those that arrived during its commit), so
-/// that the whole cohort shares one commit. A lone caller never waits.
-async fn run(
+/// Commits a round of jobs in one transaction.
+struct Transactions {
     pool: AnyPool,
     engine: Engine,
-    gather: Duration,
-    mut receiver: mpsc::UnboundedReceiver<Job>,
-) {
-    let mut cohort = 1;
-    while let Some(first) = receiver.recv().await {
-        let mut batch = Batch::default();
-        batch.push(first);
-        batch.take_queued(&mut receiver);
-        let deadline = Instant::now() + gather;
-        while batch.jobs.len() < cohort && !batch.is_full() && !gather.is_zero() {
-            match tokio::time::timeout_at(deadline, receiver.recv()).await {
-                Ok(Some(job)) => {
-                    batch.push(job);
-                    batch.take_queued(&mut receiver);
-                }
-                Ok(None) | Err(_) => break,
-            }
+}
+
+impl Appender {
+    pub(crate) fn new(pool: AnyPool, engine: Engine, gather: Duration) -> Arc<Self> {
+        Arc::new(Appender {
+            jobs: GroupCommit::new(
+                GatherOptions {
+                    gather,
+                    max_batch: MAX_BATCH_JOBS,
+                },
+                (),
+            ),
+            transactions: Transactions { pool, engine },
+        })
+    }
+
+    /// Queues `work` and waits for its commit, starting the committing task if none
+    /// runs.
+    pub(crate) async fn submit(self: &Arc<Self>, work: Work) -> Result<Done, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        // The answer comes through `reply`, so the ticket is not needed.
+        let _ticket = self.jobs.enqueue([Job {
+            work,
+            reply: Some(reply),
+        }]);
+        if self.jobs.claim_turn() {
+            let appender = Arc::clone(self);
+            tokio::spawn(async move {
+                appender
+                    .jobs
+                    .drive(&appender.transactions, tokio::time::sleep)
+                    .await;
+            });
         }
-        let size = batch.jobs.len();
-        commit(&pool, engine, batch.jobs).await;
-        cohort = size + receiver.len();
+        answer.await.map_err(|_| StoreError::Closed)?
     }
 }
 
-#[derive(Default)]
-struct Batch {
-    jobs: Vec<Job>,
-    entries: usize,
-}
+/// Each job is answered through its own reply, so a round never fails as a whole: a
+/// job that cannot be done gets its error and the others are tried again without it.
+impl Committer<Job> for Transactions {
+    type Error = StoreError;
+    const ON_FAILURE: OnFailure = OnFailure::Discard;
 
-impl Batch {
-    fn push(&mut self, job: Job) {
-        self.entries += job.work.entries();
-        self.jobs.push(job);
+    fn commit(
+        &self,
+        batch: &mut [Job],
+    ) -> impl Future<Output = Result<(), Partial<StoreError>>> + Send {
+        commit(&self.pool, self.engine, batch)
     }
 
-    fn is_full(&self) -> bool {
-        self.entries >= MAX_BATCH_ENTRIES
-    }
-
-    fn take_queued(&mut self, receiver: &mut mpsc::UnboundedReceiver<Job>) {
-        while !self.is_full() {
-            let Ok(job) = receiver.try_recv() else { break };
-            self.push(job);
-        }
+    fn lost(&self) -> StoreError {
+        StoreError::Closed
     }
 }
 
@@ -122,15 +114,18 @@ enum Abort {
 }
 
 /// Commits the jobs' work in one transaction and answers each job.
-async fn commit(pool: &AnyPool, engine: Engine, jobs: Vec<Job>) {
-    let (works, replies): (Vec<Work>, Vec<_>) = jobs.into_iter().map(|j| (j.work, j.reply)).unzip();
-    let mut answers: Vec<Option<Result<Done, StoreError>>> = works.iter().map(|_| None).collect();
+async fn commit(
+    pool: &AnyPool,
+    engine: Engine,
+    jobs: &mut [Job],
+) -> Result<(), Partial<StoreError>> {
+    let mut answers: Vec<Option<Result<Done, StoreError>>> = jobs.iter().map(|_| None).collect();
     loop {
-        let live: Vec<usize> = (0..works.len()).filter(|&i| answers[i].is_none()).collect();
+        let live: Vec<usize> = (0..jobs.len()).filter(|&i| answers[i].is_none()).collect();
         if live.is_empty() {
             break;
         }
-        match attempt(pool, engine, &works, &live).await {
+        match attempt(pool, engine, jobs, &live).await {
             Ok(done) => {
                 for (i, done) in done {
                     answers[i] = Some(Ok(done));
@@ -150,17 +145,20 @@ async fn commit(pool: &AnyPool, engine: Engine, jobs: Vec<Job>) {
             }
         }
     }
-    for (reply, answer) in replies.into_iter().zip(answers) {
-        // A caller that stopped waiting has nothing to be told.
-        let _ = reply.send(answer.unwrap_or(Err(StoreError::Closed)));
+    for (job, answer) in jobs.iter_mut().zip(answers) {
+        if let Some(reply) = job.reply.take() {
+            // A caller that stopped waiting has nothing to be told.
+            let _ = reply.send(answer.unwrap_or(Err(StoreError::Closed)));
+        }
     }
+    Ok(())
 }
 
-/// One transaction for the `live` jobs of `works`.
+/// One transaction for the `live` jobs.
 async fn attempt(
     pool: &AnyPool,
     engine: Engine,
-    works: &[Work],
+    jobs: &[Job],
     live: &[usize],
 ) -> Result<Vec<(usize, Done)>, Abort> {
     let mut tx = engine
@@ -174,11 +172,11 @@ async fn attempt(
 
     let mut transitions: Vec<(&Id, usize)> = live
         .iter()
-        .filter_map(|&i| works[i].call().map(|call| (call, i)))
+        .filter_map(|&i| jobs[i].work.call().map(|call| (call, i)))
         .collect();
     transitions.sort();
     for (_, i) in transitions {
-        let applied = match transition::apply(&mut tx, engine, &works[i]).await {
+        let applied = match transition::apply(&mut tx, engine, &jobs[i].work).await {
             Ok(applied) => applied,
             Err(error @ StoreError::Event(_)) => return Err(Abort::Exclude(vec![(i, error)])),
             Err(error) => return Err(Abort::Store(error)),
@@ -190,7 +188,7 @@ async fn attempt(
         done.push((i, applied.done));
     }
     for &i in live {
-        if let Work::Append { tenant, bodies } = &works[i] {
+        if let Work::Append { tenant, bodies } = &jobs[i].work {
             entries
                 .entry(tenant.clone())
                 .or_default()
@@ -236,7 +234,7 @@ async fn attempt(
     engine.commit(tx, APPEND).await.map_err(Abort::Store)?;
 
     for &i in live {
-        if matches!(works[i], Work::Append { .. }) {
+        if matches!(jobs[i].work, Work::Append { .. }) {
             done.push((i, Done::Appended(receipts.remove(&i).unwrap_or_default())));
         }
     }

@@ -290,7 +290,7 @@ fn check(
         }
         provenance.observe(&entry);
     }
-    let report = reader.finish()?;
+    let mut report = reader.finish()?;
     if let Some(pinned) = pinned.filter(|pinned| pinned.seq > 0) {
         match at_pinned {
             None => {
@@ -314,7 +314,7 @@ fn check(
             Some(_) => {}
         }
     }
-    provenance.check()?;
+    report.outcome_unknown = provenance.check()?;
     Ok(report)
 }
 

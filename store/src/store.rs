@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 use sqlx::{AnyPool, Row};
-use tokio::sync::mpsc;
 use tooltrust::Id;
 use tooltrust::audit::{Body, Head, Receipt, VerifyReport};
 
-use crate::appender::{self, Job};
+use crate::appender::Appender;
 use crate::chain;
 use crate::engine::{self, Engine};
 use crate::error::{ChainError, StoreError};
@@ -24,7 +23,7 @@ use crate::transition::{Done, Work};
 /// outputs, conversations and the audit chain, on SQLite or PostgreSQL.
 ///
 /// A `Store` is a cheap handle (clone it freely) bound to one tenant; all handles of one
-/// [`open`](Self::open) share its connection pool and its appenders (one task per chain,
+/// [`open`](Self::open) share its connection pool and its appenders (one queue per chain,
 /// see [`append`](Self::append)). Use it from the Tokio runtime that opened it. Synchronous code records events through
 /// [`StoreRecorder`](crate::StoreRecorder) instead.
 ///
@@ -54,7 +53,7 @@ pub(crate) struct Shared {
     gather: Duration,
     /// One appender per chain, started on first use: chains do not share a head, so
     /// their batches commit side by side.
-    appenders: Mutex<HashMap<Id, mpsc::UnboundedSender<Job>>>,
+    appenders: Mutex<HashMap<Id, Arc<Appender>>>,
 }
 
 impl Store {
@@ -183,7 +182,7 @@ impl Store {
 
     /// Hands `work` to the appender of `tenant`'s chain and waits for its commit.
     pub(crate) async fn submit(&self, tenant: &Id, work: Work) -> Result<Done, StoreError> {
-        let queue = {
+        let appender = {
             let mut appenders = self
                 .shared
                 .appenders
@@ -192,7 +191,7 @@ impl Store {
             appenders
                 .entry(tenant.clone())
                 .or_insert_with(|| {
-                    appender::spawn(
+                    Appender::new(
                         self.shared.pool.clone(),
                         self.shared.engine,
                         self.shared.gather,
@@ -200,7 +199,7 @@ impl Store {
                 })
                 .clone()
         };
-        appender::submit(&queue, work).await
+        appender.submit(work).await
     }
 
     /// The tenant's head row: the last committed entry ([`Head::EMPTY`] for a chain with

@@ -191,13 +191,6 @@ impl Work {
             Work::Hold(held) => Some(&held.id),
         }
     }
-
-    pub(crate) fn entries(&self) -> usize {
-        match self {
-            Work::Append { bodies, .. } => bodies.len(),
-            Work::Decide { .. } | Work::Claim { .. } | Work::Finish { .. } | Work::Hold(_) => 1,
-        }
-    }
 }
 
 /// What a caller is told once the work's transaction has committed.

@@ -1,8 +1,8 @@
 //! The append side of the log: sealing events into a hash chain, group commit, the
 //! head file, and recovery after a crash.
 
+use std::future::{Future, ready};
 use std::io::{self, BufReader};
-use std::mem;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -15,6 +15,7 @@ use super::storage::{FileStorage, Storage, io_error};
 use super::verify::{EntryReader, VerifyError, VerifyErrorKind};
 use crate::call::Checksum;
 use crate::event::{Event, PartialRecord, RecordError, Recorder};
+use crate::group_commit::{Committer, GatherOptions, GroupCommit, OnFailure, Partial, Ticket};
 
 /// Why the log could not open or append.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -116,6 +117,13 @@ pub struct TornTail {
 /// after a crash the head file may lag the log by up to that much, and cutting those
 /// last entries off would go unnoticed locally. The entries themselves are durable
 /// regardless; pin [`AuditLog::head`] elsewhere when it matters.
+///
+/// # Deferred entries
+///
+/// Entries appended with [`AuditLog::append_deferred`] (a call's outcome, once its
+/// decision is durable) are sealed in order but not waited for: they become durable
+/// with the next append's sync, or after `linger` on the log's own flusher thread,
+/// whichever comes first; closing or dropping the log syncs them too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuditOptions {
     /// Rewrite the head file after this many new durable entries (1: after every batch).
@@ -125,16 +133,20 @@ pub struct AuditOptions {
     /// The longest a writer waits for concurrent appenders to join its batch
     /// (zero: never wait; at most one second is used).
     pub gather: Duration,
+    /// The longest a deferred entry waits for an append to carry it before the log
+    /// syncs it on its own.
+    pub linger: Duration,
 }
 
 impl Default for AuditOptions {
     /// The head file every 256 entries or every second; batches gathered for up to
-    /// 100 µs.
+    /// 100 µs; deferred entries synced within 20 ms.
     fn default() -> Self {
         AuditOptions {
             head_every: 256,
             head_interval: Duration::from_secs(1),
             gather: Duration::from_micros(GATHER_MICROS),
+            linger: Duration::from_millis(20),
         }
     }
 }
@@ -177,37 +189,60 @@ impl Default for AuditOptions {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct AuditLog {
-    state: Mutex<State>,
-    /// Signalled when entries become durable or fail, or the turn is free.
-    changed: Condvar,
-    /// Signalled to a gathering writer when an entry joins the pending batch.
-    arrived: Condvar,
-    options: AuditOptions,
+    inner: Arc<Inner>,
+    /// Syncs deferred entries no append carried; started by the first one.
+    flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
     report: OpenReport,
 }
 
-struct State {
-    /// Out only while a writer does I/O without the lock.
-    storage: Option<Box<dyn Storage>>,
+struct Inner {
+    /// Sealed lines waiting for their sync, and the chain they extend.
+    lines: GroupCommit<Line, AuditError, Chain>,
+    writer: Writer,
+    /// The last deferred entries not yet known durable, for the flusher.
+    lingering: Mutex<Lingering>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Lingering {
+    ticket: Option<Ticket>,
+    stop: bool,
+}
+
+/// One sealed entry: its bytes (with the newline) and the head it makes.
+struct Line {
+    bytes: Vec<u8>,
+    head: Head,
+}
+
+/// The chain as the appenders see it, kept under the engine's lock so that sealing
+/// follows the queue's order.
+struct Chain {
     /// The chain's last entry, durable or not.
     tip: Head,
-    /// Sealed lines waiting for the next batch.
-    pending: Vec<u8>,
     /// The last acknowledged entry.
     durable: Head,
+    /// Set once the file's state is unknown; appends are refused until reopened.
+    poisoned: Option<AuditError>,
+    /// The last deferred entry sealed: a failed round before it is durable loses it,
+    /// and with it the log's promise, so the log is poisoned.
+    deferred: u64,
+}
+
+/// Writes rounds of lines to the storage: one write and one sync per round.
+struct Writer {
+    /// Locked only by the turn holder (and on close), so never contended.
+    file: Mutex<File>,
+    options: AuditOptions,
+}
+
+struct File {
+    storage: Box<dyn Storage>,
     durable_len: u64,
     /// What the head file holds, and since when.
     head_file: Head,
     head_file_at: Instant,
-    /// Someone holds the turn: gathers a batch or does I/O.
-    writing: bool,
-    gathering: bool,
-    /// How many entries the last round saw: what the next batch waits for.
-    cohort: u64,
-    /// Bumped by every failed batch; `failures[e]` says, for an entry of epoch `e` not
-    /// acknowledged by then, why it was dropped (with the last seq that survived).
-    epoch: usize,
-    failures: Vec<(u64, AuditError)>,
     poisoned: Option<AuditError>,
 }
 
@@ -295,25 +330,35 @@ impl AuditLog {
                 .map_err(|e| io_error("write the head file", e))?;
         }
 
+        let inner = Inner {
+            lines: GroupCommit::new(
+                GatherOptions {
+                    gather: options.gather,
+                    max_batch: usize::MAX,
+                },
+                Chain {
+                    tip,
+                    durable: tip,
+                    poisoned: None,
+                    deferred: 0,
+                },
+            ),
+            writer: Writer {
+                file: Mutex::new(File {
+                    storage,
+                    durable_len: good_len,
+                    head_file: tip,
+                    head_file_at: Instant::now(),
+                    poisoned: None,
+                }),
+                options,
+            },
+            lingering: Mutex::new(Lingering::default()),
+            wake: Condvar::new(),
+        };
         Ok(AuditLog {
-            state: Mutex::new(State {
-                storage: Some(storage),
-                tip,
-                pending: Vec::new(),
-                durable: tip,
-                durable_len: good_len,
-                head_file: tip,
-                head_file_at: Instant::now(),
-                writing: false,
-                gathering: false,
-                cohort: 1,
-                epoch: 0,
-                failures: Vec::new(),
-                poisoned: None,
-            }),
-            changed: Condvar::new(),
-            arrived: Condvar::new(),
-            options,
+            inner: Arc::new(inner),
+            flusher: Mutex::new(None),
             report: OpenReport {
                 entries: tip.seq,
                 head: tip,
@@ -356,240 +401,320 @@ impl AuditLog {
         self.append_bodies(bodies)
     }
 
+    /// Appends `events` in order, like [`append_all`](Self::append_all), without
+    /// waiting for their sync: they become durable with the next append's, or within
+    /// [`AuditOptions::linger`]. For events that report what already happened and gate
+    /// nothing. Should that sync fail, they are lost and the log refuses appends from
+    /// then on ([`AuditError::Poisoned`]).
+    pub fn append_deferred<T: Serialize>(&self, events: &[T]) -> Result<Vec<Receipt>, AuditError> {
+        let bodies = events.iter().map(Body::of).collect::<Result<Vec<_>, _>>()?;
+        let (ticket, receipts) = self.seal(bodies, true)?;
+        if !ticket.is_empty() {
+            self.linger(ticket);
+        }
+        Ok(receipts)
+    }
+
     fn append_bodies(&self, bodies: Vec<Body>) -> Result<Vec<Receipt>, PartialAppend> {
-        let refused = |error| PartialAppend { appended: 0, error };
-        let mut state = self.lock();
-        if let Some(error) = &state.poisoned {
-            return Err(refused(AuditError::Poisoned(Box::new(error.clone()))));
-        }
-        if state.tip.seq + bodies.len() as u64 > MAX_SEQ {
-            return Err(refused(AuditError::Full));
-        }
-        let first = state.tip.seq + 1;
+        let (ticket, receipts) = self
+            .seal(bodies, false)
+            .map_err(|error| PartialAppend { appended: 0, error })?;
+        self.inner.lines.flush(ticket, &self.inner.writer).map_err(
+            |Partial { committed, error }| PartialAppend {
+                appended: committed,
+                error,
+            },
+        )?;
+        Ok(receipts)
+    }
+
+    /// Seals `bodies` onto the chain's tip and queues them.
+    fn seal(
+        &self,
+        bodies: Vec<Body>,
+        deferred: bool,
+    ) -> Result<(Ticket, Vec<Receipt>), AuditError> {
         let mut receipts = Vec::with_capacity(bodies.len());
-        for body in bodies {
-            let seq = state.tip.seq + 1;
-            let (line, hash) = body
-                .seal(seq, crate::timestamp::now(), &state.tip.hash)
-                .map_err(|error| refused(error.into()))?;
-            state.pending.extend_from_slice(&line);
-            state.tip = Head { seq, hash };
-            receipts.push(Receipt { seq, hash });
-        }
-        let Some(last) = receipts.last().map(|receipt| receipt.seq) else {
-            return Ok(receipts);
-        };
-        if state.gathering {
-            self.arrived.notify_one();
-        }
-        let epoch = state.epoch;
-        loop {
-            if let Some((survived, error)) = state.failures.get(epoch) {
-                return if last <= *survived {
-                    Ok(receipts)
-                } else {
-                    Err(PartialAppend {
-                        appended: usize::try_from(survived.saturating_sub(first - 1))
-                            .unwrap_or(usize::MAX)
-                            .min(receipts.len()),
-                        error: error.clone(),
-                    })
-                };
+        let (ticket, sealed) = self.inner.lines.enqueue_with(|chain| {
+            if let Some(error) = &chain.poisoned {
+                return Err(AuditError::Poisoned(Box::new(error.clone())));
             }
-            if state.durable.seq >= last {
-                return Ok(receipts);
+            if chain.tip.seq + bodies.len() as u64 > MAX_SEQ {
+                return Err(AuditError::Full);
             }
-            if let Some(error) = &state.poisoned {
-                return Err(PartialAppend {
-                    appended: usize::try_from(state.durable.seq.saturating_sub(first - 1))
-                        .unwrap_or(usize::MAX)
-                        .min(receipts.len()),
-                    error: AuditError::Poisoned(Box::new(error.clone())),
-                });
+            // Sealed on a copy of the tip: a body that fails to seal queues nothing.
+            let mut tip = chain.tip;
+            let mut lines = Vec::with_capacity(bodies.len());
+            for body in bodies {
+                let seq = tip.seq + 1;
+                let (bytes, hash) = body.seal(seq, crate::timestamp::now(), &tip.hash)?;
+                tip = Head { seq, hash };
+                lines.push(Line { bytes, head: tip });
+                receipts.push(Receipt { seq, hash });
             }
-            state = if state.writing {
-                self.changed
-                    .wait(state)
-                    .unwrap_or_else(PoisonError::into_inner)
-            } else {
-                self.write_batch(state)
-            };
+            chain.tip = tip;
+            if deferred {
+                chain.deferred = tip.seq;
+            }
+            Ok(lines)
+        });
+        sealed?;
+        Ok((ticket, receipts))
+    }
+
+    /// Hands `ticket` to the flusher thread, starting it if needed.
+    fn linger(&self, ticket: Ticket) {
+        {
+            let mut lingering = lock(&self.inner.lingering);
+            lingering.ticket = Some(ticket);
         }
+        self.inner.wake.notify_all();
+        let mut flusher = lock(&self.flusher);
+        if flusher.is_none() {
+            let inner = Arc::clone(&self.inner);
+            match std::thread::Builder::new()
+                .name("tooltrust-audit-flush".into())
+                .spawn(move || inner.flush_lingering())
+            {
+                Ok(handle) => *flusher = Some(handle),
+                Err(error) => {
+                    // No thread: sync them now rather than leave them waiting.
+                    tracing::warn!(%error, "audit log: cannot start the flusher thread");
+                    drop(flusher);
+                    if let Err(partial) = self.inner.flush_deferred() {
+                        tracing::error!(error = %partial.error, "audit log: deferred entries were not made durable");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes every deferred entry durable now.
+    pub fn flush(&self) -> Result<(), AuditError> {
+        self.inner.flush_deferred().map_err(|partial| partial.error)
     }
 
     /// The last acknowledged entry: what a host pins elsewhere.
     pub fn head(&self) -> Head {
-        self.lock().durable
+        self.inner.lines.with_shared(|chain| chain.durable)
     }
 
     /// Rewrites the head file now if it lags, and returns the head it holds.
     pub fn sync_head(&self) -> Result<Head, AuditError> {
-        let mut state = self.lock();
-        while state.writing {
-            state = self
-                .changed
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-        if let Some(error) = &state.poisoned {
-            return Err(AuditError::Poisoned(Box::new(error.clone())));
-        }
-        if state.head_file != state.durable {
-            state = self.write_head(state);
-            if let Some(error) = &state.poisoned {
-                return Err(error.clone());
+        let inner = &self.inner;
+        inner.lines.with_turn(&inner.writer, |chain| {
+            if let Some(error) = &chain.poisoned {
+                return Err(AuditError::Poisoned(Box::new(error.clone())));
             }
-        }
-        Ok(state.head_file)
+            let mut file = inner.writer.lock();
+            if file.head_file != chain.durable {
+                file.write_head(chain.durable);
+                if let Some(error) = &file.poisoned {
+                    chain.poisoned = Some(error.clone());
+                    return Err(error.clone());
+                }
+            }
+            Ok(file.head_file)
+        })
     }
 
     /// Brings the head file up to date and closes the log, reporting any failure
     /// (dropping the log does the same, silently).
     pub fn close(self) -> Result<Head, AuditError> {
+        self.stop_flusher();
+        self.flush()?;
         self.sync_head()
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn stop_flusher(&self) {
+        lock(&self.inner.lingering).stop = true;
+        self.inner.wake.notify_all();
+        if let Some(handle) = lock(&self.flusher).take() {
+            // The flusher reports its own failures; a panic there is already logged.
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Inner {
+    /// The flusher thread: waits for deferred entries, gives an append `linger` to
+    /// carry them, then syncs them itself.
+    fn flush_lingering(&self) {
+        let mut lingering = lock(&self.lingering);
+        loop {
+            while lingering.ticket.is_none() && !lingering.stop {
+                lingering = self
+                    .wake
+                    .wait(lingering)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            if lingering.stop {
+                return;
+            }
+            let deadline = Instant::now() + self.writer.options.linger;
+            while !lingering.stop {
+                let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                    break;
+                };
+                lingering = self
+                    .wake
+                    .wait_timeout(lingering, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+            drop(lingering);
+            if let Err(partial) = self.flush_deferred() {
+                tracing::error!(error = %partial.error, "audit log: deferred entries were not made durable");
+            }
+            lingering = lock(&self.lingering);
+        }
     }
 
-    /// Writes and syncs every pending line as one batch, then acknowledges them all.
-    fn write_batch<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        if state.storage.is_none() {
-            return state;
+    /// Syncs the last deferred entries handed to the flusher, if any.
+    fn flush_deferred(&self) -> Result<(), Partial<AuditError>> {
+        let ticket = lock(&self.lingering).ticket.take();
+        match ticket {
+            Some(ticket) => self.lines.flush(ticket, &self.writer),
+            None => Ok(()),
         }
-        state.writing = true;
-        state = self.gather(state);
-        let Some(mut storage) = state.storage.take() else {
-            state.writing = false;
-            return state;
-        };
-        let batch = mem::take(&mut state.pending);
-        let batch_tip = state.tip;
-        let batch_start = state.durable.seq;
-        let durable_len = state.durable_len;
-        drop(state);
+    }
+}
 
-        let turn = Turn { log: self };
-        let outcome = match storage.append(&batch) {
-            Ok(()) => storage
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Writer {
+    fn lock(&self) -> MutexGuard<'_, File> {
+        // A panic in the storage leaves the file's state unknown: `settle` sees the
+        // poisoned lock and refuses further appends.
+        self.file.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl File {
+    /// Writes and syncs `batch`; on failure cuts the file back to what was
+    /// acknowledged, and poisons the log when its state is unknown.
+    fn write_batch(&mut self, batch: &[Line], options: &AuditOptions) -> Result<(), AuditError> {
+        if let Some(error) = &self.poisoned {
+            return Err(AuditError::Poisoned(Box::new(error.clone())));
+        }
+        let bytes: Vec<u8> = batch.iter().flat_map(|line| &line.bytes).copied().collect();
+        let outcome = match self.storage.append(&bytes) {
+            Ok(()) => self
+                .storage
                 .sync()
                 .map_err(|e| (io_error("sync the log file", e), SYNC_FAILED)),
             Err(e) => Err((io_error("write the log file", e), !SYNC_FAILED)),
         };
-        // After a failed write the file may hold part of the batch; after a failed sync
-        // the kernel may have dropped the dirty pages. Cut back to what was acknowledged.
-        let cut = match &outcome {
-            Err(_) => Some(storage.truncate(durable_len)),
-            Ok(()) => None,
-        };
-        turn.end();
-
-        let mut state = self.lock();
-        state.storage = Some(storage);
-        state.writing = false;
         match outcome {
             Ok(()) => {
-                state.durable = batch_tip;
-                state.durable_len += batch.len() as u64;
-                // This batch plus what arrived while it was synced.
-                state.cohort = state.tip.seq - batch_start;
-                let due = state.durable.seq.saturating_sub(state.head_file.seq)
-                    >= self.options.head_every
-                    || state.head_file_at.elapsed() >= self.options.head_interval;
-                if due && state.head_file != state.durable {
-                    self.changed.notify_all();
-                    state = self.write_head(state);
+                self.durable_len += bytes.len() as u64;
+                let Some(tip) = batch.last().map(|line| line.head) else {
+                    return Ok(());
+                };
+                let due = tip.seq.saturating_sub(self.head_file.seq) >= options.head_every
+                    || self.head_file_at.elapsed() >= options.head_interval;
+                if due && self.head_file != tip {
+                    // The entries are durable whatever happens to the head file; a
+                    // failure here poisons the log for the appends after them.
+                    self.write_head(tip);
                 }
+                Ok(())
             }
             Err((error, sync_failed)) => {
-                let cut_failed = match cut {
-                    Some(Err(e)) => Some(io_error("cut the log back after a failed write", e)),
-                    _ => None,
-                };
-                if sync_failed || cut_failed.is_some() {
-                    state.poisoned = Some(cut_failed.unwrap_or_else(|| error.clone()));
+                // After a failed write the file may hold part of the batch; after a
+                // failed sync the kernel may have dropped the dirty pages. Cut back to
+                // what was acknowledged.
+                match self.storage.truncate(self.durable_len) {
+                    Err(e) => {
+                        self.poisoned = Some(io_error("cut the log back after a failed write", e));
+                    }
+                    Ok(()) if sync_failed => self.poisoned = Some(error.clone()),
+                    Ok(()) => {}
                 }
-                self.fail_epoch(&mut state, error);
+                Err(error)
             }
         }
-        self.changed.notify_all();
-        state
     }
 
-    /// Waits, up to `gather`, until the pending batch holds a whole cohort.
-    fn gather<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        let deadline = Instant::now() + self.options.gather.min(MAX_GATHER);
-        state.gathering = true;
-        while state.tip.seq - state.durable.seq < state.cohort {
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                break;
-            };
-            if left.is_zero() {
-                break;
-            }
-            state = self
-                .arrived
-                .wait_timeout(state, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-        state.gathering = false;
-        state
-    }
-
-    /// Rewrites the head file to the durable head; a failure poisons the log.
-    fn write_head<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        let Some(mut storage) = state.storage.take() else {
-            return state;
-        };
-        state.writing = true;
-        let head = state.durable;
-        drop(state);
-
-        let turn = Turn { log: self };
-        let written = storage.write_head(head.to_json().as_bytes());
-        turn.end();
-
-        let mut state = self.lock();
-        state.storage = Some(storage);
-        state.writing = false;
-        match written {
+    /// Rewrites the head file to `head`; a failure poisons the log.
+    fn write_head(&mut self, head: Head) {
+        match self.storage.write_head(head.to_json().as_bytes()) {
             Ok(()) => {
-                state.head_file = head;
-                state.head_file_at = Instant::now();
+                self.head_file = head;
+                self.head_file_at = Instant::now();
             }
-            Err(e) => {
-                let error = io_error("write the head file", e);
-                state.poisoned = Some(error.clone());
-                self.fail_epoch(&mut state, error);
-            }
+            Err(e) => self.poisoned = Some(io_error("write the head file", e)),
         }
-        self.changed.notify_all();
-        state
+    }
+}
+
+/// A round is one write and one sync; a failed round drops every line queued after
+/// it too, since each was sealed on the one before.
+impl Committer<Line, Chain> for Writer {
+    type Error = AuditError;
+    const ON_FAILURE: OnFailure = OnFailure::Discard;
+
+    fn commit(
+        &self,
+        batch: &mut [Line],
+    ) -> impl Future<Output = Result<(), Partial<AuditError>>> + Send {
+        let result = self
+            .lock()
+            .write_batch(batch, &self.options)
+            .map_err(|error| Partial {
+                committed: 0,
+                error,
+            });
+        ready(result)
     }
 
-    /// Drops every entry not yet acknowledged and rolls the chain back to the last
-    /// acknowledged one.
-    fn fail_epoch(&self, state: &mut State, error: AuditError) {
-        let survived = state.durable.seq;
-        state.failures.push((survived, error));
-        state.epoch += 1;
-        state.pending.clear();
-        state.tip = state.durable;
-        state.cohort = 1;
+    fn lost(&self) -> AuditError {
+        io_error(
+            "complete a storage operation",
+            io::Error::other("the storage panicked"),
+        )
+    }
+
+    fn settle(&self, chain: &mut Chain, batch: &[Line], committed: usize, failed: bool) {
+        if let Some(line) = batch[..committed].last() {
+            chain.durable = line.head;
+        }
+        if failed {
+            // Everything not acknowledged is dropped: the chain goes back to its last
+            // durable entry.
+            chain.tip = chain.durable;
+            if chain.deferred > chain.durable.seq && chain.poisoned.is_none() {
+                // No one waits for a deferred entry to hear that it was lost.
+                chain.poisoned = Some(io_error(
+                    "make deferred entries durable",
+                    io::Error::other("a failed write dropped them"),
+                ));
+            }
+        }
+        let poisoned = match self.file.lock() {
+            Ok(file) => file.poisoned.clone(),
+            Err(_) => Some(self.lost()),
+        };
+        if chain.poisoned.is_none() {
+            chain.poisoned = poisoned;
+        }
     }
 }
 
 impl Drop for AuditLog {
     fn drop(&mut self) {
-        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if state.poisoned.is_some() || state.head_file == state.durable {
+        self.stop_flusher();
+        if let Err(partial) = self.inner.flush_deferred() {
+            tracing::warn!(error = %partial.error, "audit log: deferred entries were not made durable on close");
+        }
+        let durable = self.head();
+        let mut file = self.inner.writer.lock();
+        if file.poisoned.is_some() || file.head_file == durable {
             return;
         }
-        if let Some(storage) = state.storage.as_mut()
-            && let Err(error) = storage.write_head(state.durable.to_json().as_bytes())
-        {
+        if let Err(error) = file.storage.write_head(durable.to_json().as_bytes()) {
             tracing::warn!(%error, "audit log: cannot write the head file on close");
         }
     }
@@ -604,40 +729,10 @@ impl std::fmt::Debug for AuditLog {
     }
 }
 
-/// Held while a writer does I/O without the lock: if the storage panics, the log is
-/// poisoned and every waiter is released, instead of waiting forever.
-struct Turn<'a> {
-    log: &'a AuditLog,
-}
-
-impl Turn<'_> {
-    /// The I/O returned (with a result or an error): nothing to clean up.
-    fn end(self) {
-        mem::forget(self);
-    }
-}
-
-impl Drop for Turn<'_> {
-    fn drop(&mut self) {
-        let mut state = self.log.lock();
-        let error = io_error(
-            "complete a storage operation",
-            io::Error::other("the storage panicked"),
-        );
-        state.writing = false;
-        state.poisoned = Some(error.clone());
-        self.log.fail_epoch(&mut state, error);
-        self.log.changed.notify_all();
-    }
-}
-
 /// The default [`AuditOptions::gather`], in microseconds: a fraction of one sync, so
 /// that concurrent appenders join a batch without delaying a lone one much
 /// (`benches/audit.rs` measures the trade-off).
 const GATHER_MICROS: u64 = 100;
-
-/// The longest gathering wait used, whatever the options say.
-const MAX_GATHER: Duration = Duration::from_secs(1);
 
 /// Whether a batch failed in its sync (rather than its write).
 const SYNC_FAILED: bool = true;
@@ -655,6 +750,16 @@ impl Recorder for AuditLog {
             .map_err(|partial| PartialRecord {
                 recorded: partial.appended,
                 error: RecordError::new(partial.error),
+            })
+    }
+
+    /// Sealed now, synced by the next append or within [`AuditOptions::linger`].
+    fn record_deferred(&self, events: &[Event]) -> Result<(), PartialRecord> {
+        self.append_deferred(events)
+            .map(|_| ())
+            .map_err(|error| PartialRecord {
+                recorded: 0,
+                error: RecordError::new(error),
             })
     }
 }

@@ -3,6 +3,11 @@
 //! whoever wrote it went around the lifecycle: a row set to approved by hand, a decision on
 //! a call that was never held. Verification reads the entries once more for that.
 //!
+//! It also notes each call let run whose outcome the chain does not hold: a call's
+//! outcome is made durable after the call returns (with the next decision's sync), so a
+//! crash in between leaves a decision without its outcome. That is reported as *outcome
+//! unknown*, never as damage.
+//!
 //! Two vocabularies share a chain: the session's events (`call_sent_to_review` with the
 //! held call's `pending` id, `call_decided` with `approve`, `call_allowed` by rule
 //! `review`) and the store's (`call_held`, `call_decided` with `decision`,
@@ -53,9 +58,22 @@ impl ProvenanceFault {
     }
 }
 
+/// A call the chain lets run (`call_allowed`, or the store's `call_claimed`) with no
+/// outcome after it (`call_executed` or `call_abandoned`; `call_finished`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutcomeUnknown {
+    /// The entry that let it run.
+    pub seq: u64,
+    /// The call's id (for the store's entries, the held call's).
+    pub call: String,
+}
+
 /// Reads entries in order and collects the faults of their held-call story.
 #[derive(Debug, Default)]
 pub struct Provenance {
+    /// Calls let run with no outcome yet, by vocabulary (`true`: the store's) and id,
+    /// with the entry that let them run.
+    running: HashMap<(bool, String), u64>,
     /// Held calls (by id) and their checksums.
     held: HashMap<String, String>,
     /// Approved calls not yet claimed, and their checksums.
@@ -72,6 +90,18 @@ impl Provenance {
     /// Reads the next entry of the chain.
     pub fn observe(&mut self, entry: &Entry) {
         let text = |name: &str| entry.fields.get(name).and_then(Value::as_str);
+        if let Some(call) = text("call") {
+            let store = matches!(entry.event.as_str(), "call_claimed" | "call_finished");
+            match entry.event.as_str() {
+                "call_allowed" | "call_claimed" => {
+                    self.running.insert((store, call.to_owned()), entry.seq);
+                }
+                "call_executed" | "call_abandoned" | "call_finished" => {
+                    self.running.remove(&(store, call.to_owned()));
+                }
+                _ => {}
+            }
+        }
         let (Some(checksum), seq) = (text("checksum"), entry.seq) else {
             return;
         };
@@ -127,10 +157,19 @@ impl Provenance {
         self.faults
     }
 
-    /// The first fault, as a verification error at its entry.
-    pub fn check(self) -> Result<(), VerifyError> {
+    /// The first fault, as a verification error at its entry; without one, the calls
+    /// whose outcome is unknown, in chain order.
+    pub fn check(self) -> Result<Vec<OutcomeUnknown>, VerifyError> {
         match self.faults.into_iter().next() {
-            None => Ok(()),
+            None => {
+                let mut unknown: Vec<OutcomeUnknown> = self
+                    .running
+                    .into_iter()
+                    .map(|((_, call), seq)| OutcomeUnknown { seq, call })
+                    .collect();
+                unknown.sort_by_key(|outcome| outcome.seq);
+                Ok(unknown)
+            }
             Some(fault) => Err(VerifyError {
                 seq: fault.seq(),
                 kind: VerifyErrorKind::Provenance(fault),

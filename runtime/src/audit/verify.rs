@@ -8,16 +8,20 @@ use std::sync::Arc;
 
 use super::entry::{Entry, GENESIS, LineFault, MAX_LINE_BYTES, read_line};
 use super::head::Head;
-use super::provenance::{Provenance, ProvenanceFault};
+use super::provenance::{OutcomeUnknown, Provenance, ProvenanceFault};
 use crate::call::Checksum;
 
 /// A log that verified: how many entries it holds and its last entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyReport {
     /// The number of entries (equal to the last `seq`).
     pub entries: u64,
     /// The last entry's `seq` and `hash`.
     pub head: Head,
+    /// Calls let run whose outcome the chain does not hold: still running when it was
+    /// read, or cut off by a crash before their outcome was synced (it follows the
+    /// decision's sync). Not damage.
+    pub outcome_unknown: Vec<OutcomeUnknown>,
 }
 
 /// Where and why a log failed verification.
@@ -152,8 +156,8 @@ pub fn verify(path: &Path, head: Option<&Head>) -> Result<VerifyReport, VerifyEr
     for entry in &mut reader {
         provenance.observe(&entry?);
     }
-    let report = reader.finish()?;
-    provenance.check()?;
+    let mut report = reader.finish()?;
+    report.outcome_unknown = provenance.check()?;
     Ok(report)
 }
 
@@ -232,6 +236,7 @@ impl<R: BufRead> EntryReader<R> {
         Ok(VerifyReport {
             entries: self.tip.seq,
             head: self.tip,
+            outcome_unknown: Vec::new(),
         })
     }
 

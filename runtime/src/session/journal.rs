@@ -9,92 +9,105 @@
 //! its ticket is recorded; if the recorder fails, the unrecorded events stay at the
 //! head of the queue, in order, and the next flush records them first.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::event::{Event, PartialRecord, RecordError, Recorder};
+use crate::group_commit::{Committer, GatherOptions, GroupCommit, OnFailure, Partial};
 
-/// Events not yet recorded, and how far recording has got.
-#[derive(Default)]
-struct Queue {
-    /// Events numbered `recorded..recorded + waiting.len()`, oldest first.
-    waiting: VecDeque<Event>,
-    /// Every event numbered below this is recorded.
-    recorded: u64,
+pub(crate) use crate::group_commit::Ticket;
+
+/// The session's events wait in a [`GroupCommit`] whose rounds go to the recorder.
+pub(crate) struct Journal {
+    events: GroupCommit<Queued, RecordError>,
+    recorder: ToRecorder,
 }
 
-/// The number one past the last event a transition queued: its caller may act once
-/// everything before it is recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-#[must_use = "a decision is not taken until its events are recorded: flush the ticket"]
-pub(crate) struct Ticket(u64);
+/// An event, and whether it may be made durable after its caller goes on.
+struct Queued {
+    event: Event,
+    deferred: bool,
+}
 
-pub(crate) struct Journal {
-    recorder: Arc<dyn Recorder>,
-    queue: Mutex<Queue>,
-    /// Held by the one caller recording a batch.
-    turn: Mutex<()>,
+/// A round of events is one [`Recorder::record_batch`], or one
+/// [`Recorder::record_deferred`] when every event of the round may wait.
+struct ToRecorder(Arc<dyn Recorder>);
+
+impl Committer<Queued> for ToRecorder {
+    type Error = RecordError;
+    /// The events record decisions already taken: they are never dropped.
+    const ON_FAILURE: OnFailure = OnFailure::Retry;
+
+    fn commit(
+        &self,
+        batch: &mut [Queued],
+    ) -> impl std::future::Future<Output = Result<(), Partial<RecordError>>> + Send {
+        let deferred = batch.iter().all(|queued| queued.deferred);
+        let events: Vec<Event> = batch.iter().map(|queued| queued.event.clone()).collect();
+        let recorded = if deferred {
+            self.0.record_deferred(&events)
+        } else {
+            self.0.record_batch(&events)
+        };
+        let result = recorded.map_err(|PartialRecord { recorded, error }| Partial {
+            committed: recorded,
+            error,
+        });
+        std::future::ready(result)
+    }
+
+    fn lost(&self) -> RecordError {
+        RecordError::new(std::io::Error::other("the recorder panicked"))
+    }
 }
 
 impl Journal {
     pub(crate) fn new(recorder: Arc<dyn Recorder>) -> Self {
         Journal {
-            recorder,
-            queue: Mutex::new(Queue::default()),
-            turn: Mutex::new(()),
+            // The recorder batches syncs itself (the audit log does); the journal only
+            // keeps the order and records outside the state lock.
+            events: GroupCommit::new(
+                GatherOptions {
+                    gather: Duration::ZERO,
+                    max_batch: usize::MAX,
+                },
+                (),
+            ),
+            recorder: ToRecorder(recorder),
         }
     }
 
     /// Queues `events` and returns the ticket to flush. Called with the state lock held,
     /// so that the queue's order is the order of the transitions.
     pub(crate) fn enqueue(&self, events: Vec<Event>) -> Ticket {
-        let mut queue = lock(&self.queue);
-        queue.waiting.extend(events);
-        Ticket(queue.recorded + queue.waiting.len() as u64)
+        self.events.enqueue(events.into_iter().map(|event| Queued {
+            event,
+            deferred: false,
+        }))
     }
 
-    /// Returns once every event before `ticket` is recorded, recording the queue's
-    /// events itself if no other caller already did.
+    /// Like [`enqueue`](Self::enqueue), for events that report what already happened
+    /// and gate nothing: flushing their ticket hands them to the recorder without
+    /// waiting for their sync (see [`Recorder::record_deferred`]).
+    pub(crate) fn enqueue_deferred(&self, events: Vec<Event>) -> Ticket {
+        self.events.enqueue(events.into_iter().map(|event| Queued {
+            event,
+            deferred: true,
+        }))
+    }
+
+    /// Returns once every event of `ticket` is recorded, recording the queue's events
+    /// itself if no other caller is.
     pub(crate) fn flush(&self, ticket: Ticket) -> Result<(), RecordError> {
-        if lock(&self.queue).recorded >= ticket.0 {
-            return Ok(());
-        }
-        let _turn = lock(&self.turn);
-        let batch: Vec<Event> = {
-            let mut queue = lock(&self.queue);
-            if queue.recorded >= ticket.0 {
-                // Another caller recorded ours while we waited for the turn.
-                return Ok(());
-            }
-            queue.waiting.drain(..).collect()
-        };
-        let result = self.recorder.record_batch(&batch);
-        let mut queue = lock(&self.queue);
-        let recorded = match &result {
-            Ok(()) => batch.len(),
-            Err(PartialRecord { recorded, .. }) => (*recorded).min(batch.len()),
-        };
-        queue.recorded += recorded as u64;
-        // What was not recorded goes back to the head, before anything queued since.
-        for event in batch.into_iter().skip(recorded).rev() {
-            queue.waiting.push_front(event);
-        }
-        match result {
-            Err(partial) if queue.recorded < ticket.0 => Err(partial.error),
-            // Our events made it; a later one failing is its own caller's error.
-            _ => Ok(()),
-        }
+        self.events
+            .flush(ticket, &self.recorder)
+            .map_err(|partial| partial.error)
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The queue is consistent between statements; a panic elsewhere must not stop
-    // recording.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
@@ -104,13 +117,24 @@ mod tests {
         Event::KeyRotation { rewrapped: n }
     }
 
-    /// Fails every batch after the first `ok` events, recording none of the rest.
-    struct FailAfter {
+    /// Fails every event after the first `ok`, and notes how each batch arrived.
+    struct Recording {
         ok: AtomicUsize,
         inner: MemoryRecorder,
+        calls: Mutex<Vec<(&'static str, usize)>>,
     }
 
-    impl Recorder for FailAfter {
+    impl Recording {
+        fn new(ok: usize) -> Self {
+            Recording {
+                ok: AtomicUsize::new(ok),
+                inner: MemoryRecorder::new(),
+                calls: Mutex::new(Vec::new()),
+            }
+        }
+    }
+
+    impl Recorder for Recording {
         fn record(&self, event: &Event) -> Result<(), RecordError> {
             if self
                 .ok
@@ -121,14 +145,25 @@ mod tests {
             }
             self.inner.record(event)
         }
+
+        fn record_batch(&self, events: &[Event]) -> Result<(), PartialRecord> {
+            self.calls.lock().unwrap().push(("batch", events.len()));
+            for (recorded, event) in events.iter().enumerate() {
+                self.record(event)
+                    .map_err(|error| PartialRecord { recorded, error })?;
+            }
+            Ok(())
+        }
+
+        fn record_deferred(&self, events: &[Event]) -> Result<(), PartialRecord> {
+            self.calls.lock().unwrap().push(("deferred", events.len()));
+            self.inner.record_batch(events)
+        }
     }
 
     #[test]
     fn unrecorded_events_stay_queued_in_order_and_go_first_next_time() {
-        let recorder = Arc::new(FailAfter {
-            ok: AtomicUsize::new(1),
-            inner: MemoryRecorder::new(),
-        });
+        let recorder = Arc::new(Recording::new(1));
         let journal = Journal::new(recorder.clone());
         let first = journal.enqueue(vec![event(1), event(2)]);
         assert!(journal.flush(first).is_err(), "event 2 was not recorded");
@@ -140,46 +175,24 @@ mod tests {
             vec![event(1), event(2), event(3)],
             "every event, once, in order"
         );
-        // Nothing left: an old ticket is already satisfied.
         journal.flush(first).unwrap();
         assert_eq!(recorder.inner.events().len(), 3);
     }
 
     #[test]
-    fn a_failure_after_our_events_is_not_our_error() {
-        let recorder = Arc::new(FailAfter {
-            ok: AtomicUsize::new(1),
-            inner: MemoryRecorder::new(),
-        });
+    fn only_a_round_of_deferred_events_is_recorded_deferred() {
+        let recorder = Arc::new(Recording::new(usize::MAX));
         let journal = Journal::new(recorder.clone());
-        let ours = journal.enqueue(vec![event(1)]);
-        let theirs = journal.enqueue(vec![event(2)]);
-        journal.flush(ours).unwrap();
-        assert!(journal.flush(theirs).is_err());
-    }
-
-    #[test]
-    fn concurrent_flushers_record_every_event_once_in_queue_order() {
-        let recorder = Arc::new(MemoryRecorder::new());
-        let journal = Arc::new(Journal::new(recorder.clone()));
-        let order = Arc::new(Mutex::new(Vec::new()));
-        std::thread::scope(|threads| {
-            for thread in 0..4u64 {
-                let (journal, order) = (journal.clone(), order.clone());
-                threads.spawn(move || {
-                    for n in 0..250u64 {
-                        let ticket = {
-                            // The queue's order stands for the transitions' order.
-                            let mut order = order.lock().unwrap();
-                            let e = event(thread * 1000 + n);
-                            order.push(e.clone());
-                            journal.enqueue(vec![e])
-                        };
-                        journal.flush(ticket).unwrap();
-                    }
-                });
-            }
-        });
-        assert_eq!(recorder.events(), *order.lock().unwrap());
+        let outcome = journal.enqueue_deferred(vec![event(1)]);
+        journal.flush(outcome).unwrap();
+        // A deferred event queued before a decision goes with the decision's sync.
+        let _carried = journal.enqueue_deferred(vec![event(2)]);
+        let decision = journal.enqueue(vec![event(3)]);
+        journal.flush(decision).unwrap();
+        assert_eq!(
+            *recorder.calls.lock().unwrap(),
+            vec![("deferred", 1), ("batch", 2)]
+        );
+        assert_eq!(recorder.inner.events(), vec![event(1), event(2), event(3)]);
     }
 }

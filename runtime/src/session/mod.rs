@@ -313,11 +313,19 @@ impl Session {
         &self,
         f: impl FnOnce(&mut State, &mut Vec<Event>) -> Result<T, SessionError>,
     ) -> Result<(T, Ticket), SessionError> {
+        self.transition_queued(f, Journal::enqueue)
+    }
+
+    fn transition_queued<T>(
+        &self,
+        f: impl FnOnce(&mut State, &mut Vec<Event>) -> Result<T, SessionError>,
+        queue: impl FnOnce(&Journal, Vec<Event>) -> Ticket,
+    ) -> Result<(T, Ticket), SessionError> {
         let mut state = self.state();
         let mut events = Vec::new();
         let result = f(&mut state, &mut events);
         // Queued while the lock is held, so the queue's order is the transitions'.
-        let ticket = self.inner.journal.enqueue(events);
+        let ticket = queue(&self.inner.journal, events);
         drop(state);
         result.map(|value| (value, ticket))
     }
@@ -333,6 +341,19 @@ impl Session {
         f: impl FnOnce(&mut State, &mut Vec<Event>) -> Result<T, SessionError>,
     ) -> Result<T, SessionError> {
         let (value, ticket) = self.transition(f)?;
+        self.flush(ticket)?;
+        Ok(value)
+    }
+
+    /// Runs transition `f`, whose events report what already happened and gate
+    /// nothing (a call's outcome), and hands them to the recorder without waiting for
+    /// their sync: they become durable with the next decision's, or on the recorder's
+    /// timer. A call then costs one sync, its decision's.
+    pub(crate) fn act_deferred<T>(
+        &self,
+        f: impl FnOnce(&mut State, &mut Vec<Event>) -> Result<T, SessionError>,
+    ) -> Result<T, SessionError> {
+        let (value, ticket) = self.transition_queued(f, Journal::enqueue_deferred)?;
         self.flush(ticket)?;
         Ok(value)
     }

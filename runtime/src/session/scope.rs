@@ -488,7 +488,9 @@ impl Scope {
         );
         let source = format!("tool:{}", output.tool);
         let mode = session.renderer().mode();
-        let block = session.act(|state, events| {
+        // The outcome gates nothing: the call's decision was durable before it ran, and
+        // the next decision's sync carries this too.
+        let block = session.act_deferred(|state, events| {
             events.extend(downgraded);
             state.complete(
                 events,

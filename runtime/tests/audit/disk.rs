@@ -315,3 +315,22 @@ fn a_panicking_storage_poisons_the_log_instead_of_hanging_it() {
     drop(log);
     assert_log_holds(dir.path(), &acknowledged);
 }
+
+#[test]
+fn a_write_failure_that_drops_deferred_entries_poisons_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, faults) = open_faulty(dir.path(), 1);
+    log.append(&event(1)).unwrap();
+    log.append_deferred(&[event(2)]).unwrap();
+    faults.set().write_budget = Some(0);
+    // The round carrying the deferred entry fails: no one waiting on it hears why, so
+    // the log refuses everything after.
+    assert!(matches!(log.append(&event(3)), Err(AuditError::Io { .. })));
+    faults.set().write_budget = None;
+    assert!(matches!(
+        log.append(&event(4)),
+        Err(AuditError::Poisoned(_))
+    ));
+    drop(log);
+    assert_eq!(verify(&dir.path().join(LOG_FILE), None).unwrap().entries, 1);
+}

@@ -4,6 +4,7 @@
 //! and exec, which would disturb the tests here that reopen a log.)
 
 mod common;
+mod deferred;
 mod disk;
 mod log;
 mod quarantine;

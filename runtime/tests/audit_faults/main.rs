@@ -6,4 +6,5 @@
 #[path = "../audit/common.rs"]
 mod common;
 mod crash;
+mod outcome;
 mod read_only;
