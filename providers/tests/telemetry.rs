@@ -1,5 +1,10 @@
 //! The span around each model request: the OpenTelemetry GenAI attribute names, the
 //! response's values recorded, and no content (prompt, answer, arguments, key) anywhere.
+//!
+//! A binary of its own (the other client tests share `tests/providers/`): each test runs
+//! its requests under a subscriber of its own, and tracing caches each callsite's interest
+//! process-wide, so a test on another thread meeting the same callsites could leave them
+//! disabled for it.
 
 mod common;
 

@@ -2,7 +2,7 @@
 //! the responses Anthropic documents: plain answers, tool use (parallel and streamed),
 //! refusals, cut-offs, overload and broken answers.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! replaying the responses OpenAI documents: plain answers, tool calls, parallel and
 //! streamed ones, refusals, cut-offs, rate limits, server errors and broken answers.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! asked for, the model is told so as that call's `tool` message, and the loop goes on
 //! until the model answers.
 
-mod common;
+use crate::common;
 
 use common::{Reply, Server, fast_http};
 use serde_json::json;

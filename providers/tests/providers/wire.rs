@@ -2,7 +2,7 @@
 //! `tests/data/providers`, with the documentation each follows). Moved here from the
 //! core's `tests/providers.rs` with the formats themselves.
 
-mod common;
+use crate::common;
 
 use common::{fixture, fixture_json};
 use serde_json::{Value, json};

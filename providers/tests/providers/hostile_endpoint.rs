@@ -3,7 +3,7 @@
 //! event's data, a stream of small events) stop at the client's limits with a typed
 //! error, and credentials in a base URL never show in `Debug` or an error message.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
