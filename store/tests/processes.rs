@@ -12,7 +12,7 @@
 //!   the decisions per agent (default 250; the full load is 2000:
 //!   `TOOLTRUST_LOAD_DECISIONS=2000 cargo test --release -p tooltrust-store --test processes -- fleet`).
 //!
-//! The PostgreSQL cases need `TOOLTRUST_TEST_POSTGRES` (`tests/postgres.rs` says so when
+//! The PostgreSQL cases need `TOOLTRUST_TEST_POSTGRES` (`tests/store/postgres.rs` says so when
 //! it is missing). Arguments that are not flags filter the cases by name.
 
 mod common;
@@ -65,7 +65,7 @@ fn main() -> ExitCode {
                     started.elapsed().as_secs_f64()
                 );
             }
-            // tests/postgres.rs says, once, how to run them.
+            // tests/store/postgres.rs says, once, how to run them.
             Ok(false) => skipped += 1,
             Err(_) => {
                 failed += 1;

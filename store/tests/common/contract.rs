@@ -1,5 +1,5 @@
 //! The behaviour both engines must show, each case a function over a fresh [`TestDb`];
-//! `tests/sqlite.rs` and `tests/postgres.rs` run every one.
+//! `tests/store/sqlite.rs` and `tests/store/postgres.rs` run every one.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! later processes resume, and the approved call runs in exactly one of them.
 //!
 //! `cargo test` builds the package's examples before its tests; this test runs the built
-//! binary (`cargo test -p tooltrust-store --test example` alone does not build it).
+//! binary (`cargo test -p tooltrust-store --test store` alone does not build it).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

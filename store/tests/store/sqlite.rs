@@ -1,7 +1,7 @@
 //! The store on SQLite: a real file in a temporary directory, for every case of the
 //! contract, and the faults only an embedded file has.
 
-mod common;
+use crate::common;
 
 use serde_json::json;
 use tooltrust_store::{Store, StoreError, StoreOptions};

@@ -2,7 +2,7 @@
 //! the server `TOOLTRUST_TEST_POSTGRES` names, and the faults only a server has. Without
 //! the variable these tests print one line and do nothing (`.ci/run` sets it).
 
-mod common;
+use crate::common;
 
 use tooltrust_store::{Store, StoreError, StoreOptions};
 
