@@ -8,7 +8,7 @@
 //! that a failure. Screenshots go to the test's output directory,
 //! `target/tmp/console-screenshots/`.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -2,7 +2,7 @@
 //! authentication and TLS; with credentials the identity comes from the sign-in or the
 //! bearer token only; TLS serves; quarantined outputs open only on a recorded request.
 
-mod common;
+use crate::common;
 
 use common::{PAYLOAD, client, credentials, csrf, hold, loopback, post, start};
 use reqwest::StatusCode;

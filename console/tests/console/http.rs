@@ -1,7 +1,7 @@
 //! Every route of the console and every refusal, over real HTTP against a console on a
 //! port of its own, on a real SQLite store holding calls a real session held.
 
-mod common;
+use crate::common;
 
 use common::{AUTHOR, PAYLOAD, client, csrf, hold, loopback, post, start};
 use reqwest::StatusCode;
