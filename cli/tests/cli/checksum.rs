@@ -1,6 +1,6 @@
 //! `tooltrust checksum [FILE]`.
 
-mod common;
+use crate::common;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};

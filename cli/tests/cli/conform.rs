@@ -1,6 +1,6 @@
 //! `tooltrust conform PATH...` on the project's vectors and on corrupted copies.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

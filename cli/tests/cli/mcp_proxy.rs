@@ -55,7 +55,7 @@ impl ClientHandler for Person {
 /// A payload of the project's injection corpus with an order to email someone, as the
 /// page `fetch_page` returns.
 fn corpus_page(dir: &Path) -> PathBuf {
-    let corpus = include_str!("../../runtime/tests/data/corpus/attacks-dev.jsonl");
+    let corpus = include_str!("../../../runtime/tests/data/corpus/attacks-dev.jsonl");
     let payload = corpus
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
@@ -810,7 +810,7 @@ async fn an_approval_runs_only_in_the_session_that_held_the_call() {
     let store = dir.path().join("review.db");
     // A second proxy process (its own audit log) on the same review queue.
     let other_dir = tempfile::tempdir().expect("a temp dir");
-    let other_config = crate::config(
+    let other_config = self::config(
         other_dir.path(),
         &outbox,
         &format!("store = \"sqlite:{}\"", store.display()),

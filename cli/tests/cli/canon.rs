@@ -1,6 +1,6 @@
 //! `tooltrust canon FILE`.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

@@ -1,6 +1,6 @@
 //! `tooltrust render` and `tooltrust verify`, through the binary.
 
-mod common;
+use crate::common;
 
 use std::fs;
 
