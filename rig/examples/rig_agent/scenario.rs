@@ -1,6 +1,6 @@
 //! The injection scenario of the `rig_agent` example, on any rig completion model: a rig
 //! agent whose tools are guarded by tooltrust reads a page that tells it to email the
-//! customer list to an outsider. Compiled into the example and into `tests/openai.rs`,
+//! customer list to an outsider. Compiled into the example and into `tests/rig/openai.rs`,
 //! which runs it over rig's OpenAI client against a local OpenAI-wire server.
 
 use std::error::Error;

@@ -2,8 +2,7 @@
 //! bundled reqwest transport, against a local server speaking OpenAI's Chat Completions
 //! wire format (tool calls included): the HTTP path is exercised without the internet.
 
-#[path = "../examples/rig_agent/scenario.rs"]
-mod scenario;
+use crate::scenario;
 
 use std::error::Error;
 use std::sync::{Arc, Mutex, PoisonError};
