@@ -19,7 +19,7 @@ use tooltrust::{
     CallOutcome, Id, Instruction, Message, Policy, Registry, Scope, Sender, Session, ToolCall, tool,
 };
 
-use crate::support::Counted;
+use crate::action::support::Counted;
 
 fn id(text: &str) -> Id {
     Id::new(text).unwrap()

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::support::Counted;
+use crate::action::support::Counted;
 
 use tooltrust::event::{Event, MemoryRecorder, RecordError, Recorder};
 use tooltrust::gate::{ArgumentFromTrustedBlock, Ruling, rule};

@@ -18,7 +18,7 @@ use tooltrust::testing::ScriptedModel;
 use tooltrust::tool::Tool;
 use tooltrust::{CallOutcome, Id, Instruction, Message, Registry, Scope, Sender, Session, tool};
 
-use crate::support::{Log, Logged, Replying};
+use crate::action::support::{Log, Logged, Replying};
 
 // Each scenario gives the reading tools its own content and logs its own consequential
 // calls (see `run`): scenarios run in parallel and share nothing.

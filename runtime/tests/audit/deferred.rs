@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tooltrust::audit::{AuditLog, AuditOptions, FileStorage, LOG_FILE, Storage, verify};
 use tooltrust::{Id, Registry, Session, ToolCall, tool};
 
-use crate::common::event;
+use crate::audit::common::event;
 
 /// Looks a word up.
 #[tool(trusted, read_only)]

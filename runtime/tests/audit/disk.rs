@@ -2,7 +2,7 @@
 //! head writes, a panicking storage, and a read-only directory. Each gives a typed
 //! error; no acknowledged entry is lost and the log is never left corrupt.
 
-use crate::common as audit_common;
+use crate::audit::common as audit_common;
 
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};

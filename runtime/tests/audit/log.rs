@@ -1,7 +1,7 @@
 //! The audit log's behaviour: chaining, durability bookkeeping, group commit, the head
 //! file and recovery when opening.
 
-use crate::common as audit_common;
+use crate::audit::common as audit_common;
 
 use std::collections::BTreeSet;
 use std::io::{self, Read};

@@ -2,7 +2,7 @@
 //! holds a tainted scope's output through review and release. Afterwards, no file of
 //! either holds the plaintext or the key-encryption key, and the log verifies.
 
-use crate::common as audit_common;
+use crate::audit::common as audit_common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //!
 //! `TOOLTRUST_TAMPER_TRIALS` (default 1500) and `TOOLTRUST_TAMPER_SEED` change the run.
 
-use crate::common as audit_common;
+use crate::audit::common as audit_common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! Conformance with the reference: RFC 8785 pairs and the reference's tool-call vectors.
 
-use crate::reference;
+use crate::canonical::reference;
 
 use std::fs;
 use std::path::{Path, PathBuf};

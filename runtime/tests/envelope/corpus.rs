@@ -5,7 +5,7 @@
 //! `neutralise(x)` and leaves nothing readable; in compat mode every rendered case
 //! round-trips byte for byte.
 
-use crate::common;
+use crate::envelope::common;
 
 use common::{Rng, mutations, payloads, readable_vocabulary};
 use tooltrust::envelope::{RenderError, Rendered, Renderer, SessionKey};

@@ -3,7 +3,7 @@
 //! the start, in the middle and at the end. Every case must be recognised, come out with
 //! no readable vocabulary, be idempotent and keep the payload's words.
 
-use crate::common;
+use crate::envelope::common;
 
 use common::{Rng, assert_neutralised, mutations, payloads};
 

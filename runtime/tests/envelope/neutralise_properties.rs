@@ -2,7 +2,7 @@
 //! vocabulary, chat tokens, lookalikes, invisible characters, tag characters and
 //! ordinary text.
 
-use crate::common;
+use crate::envelope::common;
 
 use std::borrow::Cow;
 
