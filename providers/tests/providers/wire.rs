@@ -1,6 +1,6 @@
 //! The wire formats against the shapes the providers document (fixtures in
 //! `tests/data/providers`, with the documentation each follows). Moved here from the
-//! core's `tests/providers.rs` with the formats themselves.
+//! core's `tests/providers/` with the formats themselves.
 
 use crate::common;
 

@@ -18,5 +18,5 @@ mod audit;
 mod canonical;
 #[path = "../envelope/mod.rs"]
 mod envelope;
-#[path = "../providers.rs"]
+#[path = "../providers/mod.rs"]
 mod providers;
