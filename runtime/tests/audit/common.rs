@@ -46,3 +46,34 @@ pub fn assert_log_holds(dir: &Path, acknowledged: &[tooltrust::audit::Receipt]) 
         );
     }
 }
+
+/// Counts the syncs of the file storage it wraps.
+pub struct CountingSyncs {
+    pub inner: tooltrust::audit::FileStorage,
+    pub syncs: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl tooltrust::audit::Storage for CountingSyncs {
+    fn read_log(&mut self) -> std::io::Result<Box<dyn std::io::Read + '_>> {
+        self.inner.read_log()
+    }
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.inner.append(bytes)
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.syncs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.sync()
+    }
+    fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+        self.inner.truncate(len)
+    }
+    fn read_head(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        self.inner.read_head()
+    }
+    fn write_head(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.inner.write_head(bytes)
+    }
+    fn save_torn(&mut self, offset: u64, bytes: &[u8]) -> std::io::Result<std::path::PathBuf> {
+        self.inner.save_torn(offset, bytes)
+    }
+}

@@ -1,16 +1,15 @@
 //! One sync per call: a call's decision is durable before the tool runs, and its outcome
 //! joins the next decision's sync (or the log's flusher, after `linger`).
 
-use std::io::{self, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tooltrust::audit::{AuditLog, AuditOptions, FileStorage, LOG_FILE, Storage, verify};
+use tooltrust::audit::{AuditLog, AuditOptions, FileStorage, LOG_FILE, verify};
 use tooltrust::{Id, Registry, Session, ToolCall, tool};
 
-use crate::audit::common::event;
+use crate::audit::common::{CountingSyncs, event};
 
 /// Looks a word up.
 #[tool(trusted, read_only)]
@@ -18,40 +17,9 @@ fn lookup(word: String) -> String {
     format!("{word}: a word")
 }
 
-/// File storage that counts its syncs.
-struct Counting {
-    inner: FileStorage,
-    syncs: Arc<AtomicUsize>,
-}
-
-impl Storage for Counting {
-    fn read_log(&mut self) -> io::Result<Box<dyn Read + '_>> {
-        self.inner.read_log()
-    }
-    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.inner.append(bytes)
-    }
-    fn sync(&mut self) -> io::Result<()> {
-        self.syncs.fetch_add(1, Ordering::SeqCst);
-        self.inner.sync()
-    }
-    fn truncate(&mut self, len: u64) -> io::Result<()> {
-        self.inner.truncate(len)
-    }
-    fn read_head(&mut self) -> io::Result<Option<Vec<u8>>> {
-        self.inner.read_head()
-    }
-    fn write_head(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.inner.write_head(bytes)
-    }
-    fn save_torn(&mut self, offset: u64, bytes: &[u8]) -> io::Result<PathBuf> {
-        self.inner.save_torn(offset, bytes)
-    }
-}
-
 fn open_counting(dir: &Path, linger: Duration) -> (AuditLog, Arc<AtomicUsize>) {
     let syncs = Arc::new(AtomicUsize::new(0));
-    let storage = Counting {
+    let storage = CountingSyncs {
         inner: FileStorage::open(dir).unwrap(),
         syncs: syncs.clone(),
     };

@@ -4,18 +4,16 @@
 use crate::audit::common as audit_common;
 
 use std::collections::BTreeSet;
-use std::io::{self, Read};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use audit_common::{event, lines, receipts};
+use audit_common::{CountingSyncs, event, lines, receipts};
 use serde_json::{Value, json};
 use tooltrust::Id;
 use tooltrust::audit::{
     AuditError, AuditLog, AuditOptions, EventError, FileStorage, GENESIS, HEAD_FILE, Head,
-    LOG_FILE, Storage, VerifyErrorKind, verify,
+    LOG_FILE, VerifyErrorKind, verify,
 };
 use tooltrust::event::{Event, Recorder};
 
@@ -132,37 +130,6 @@ fn refused_events_write_nothing_and_take_no_seq() {
     }
     assert_eq!(std::fs::read(dir.path().join(LOG_FILE)).unwrap(), before);
     assert_eq!(log.append(&event(2)).unwrap().seq, 2);
-}
-
-/// Counts the syncs of the file storage it wraps.
-struct CountingSyncs {
-    inner: FileStorage,
-    syncs: Arc<AtomicUsize>,
-}
-
-impl Storage for CountingSyncs {
-    fn read_log(&mut self) -> io::Result<Box<dyn Read + '_>> {
-        self.inner.read_log()
-    }
-    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.inner.append(bytes)
-    }
-    fn sync(&mut self) -> io::Result<()> {
-        self.syncs.fetch_add(1, Ordering::SeqCst);
-        self.inner.sync()
-    }
-    fn truncate(&mut self, len: u64) -> io::Result<()> {
-        self.inner.truncate(len)
-    }
-    fn read_head(&mut self) -> io::Result<Option<Vec<u8>>> {
-        self.inner.read_head()
-    }
-    fn write_head(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.inner.write_head(bytes)
-    }
-    fn save_torn(&mut self, offset: u64, bytes: &[u8]) -> io::Result<PathBuf> {
-        self.inner.save_torn(offset, bytes)
-    }
 }
 
 #[test]
