@@ -411,7 +411,11 @@ def write_config(suite: str, workdir: Path, pair_file: Path, dump: Path) -> Path
     """The suite's committed configuration, with the upstream's command made absolute and
     pointed at this pair."""
     text = (HERE / "configs" / f"{suite}.toml").read_text()
-    command = [sys.executable, str(HERE / "upstream.py"), "--suite", suite, "--pair", str(pair_file), "--dump", str(dump)]
+    arguments = ["--suite", suite, "--pair", str(pair_file), "--dump", str(dump)]
+    if ZYGOTE is not None:
+        command = [sys.executable, "-I", "-S", str(HERE / "launch.py"), str(ZYGOTE.socket), *arguments]
+    else:
+        command = [sys.executable, str(HERE / "upstream.py"), *arguments]
     replaced, count = re.subn(r"(?m)^command = \[.*\]$", lambda _: "command = " + json.dumps(command), text)
     if count != 1:
         raise RuntimeError(f"configs/{suite}.toml has no single `command = [...]` line")
@@ -556,6 +560,38 @@ def guarded(job, tmp: Path) -> dict:
 ATTACKS: dict = {}
 
 
+class Zygote:
+    """`upstream.py --zygote`: one warm copy of the upstream that forks a child per pair
+    (through launch.py), so the proxy's upstream starts in milliseconds instead of paying
+    AgentDojo's imports every time. A child serves exactly what `upstream.py` would: the
+    same code, arguments and pipes; only its interpreter was started once."""
+
+    def __init__(self, tmp: Path):
+        """Starts it; `wait` waits until it serves (its imports overlap the harness's own
+        set-up meanwhile)."""
+        self.socket = tmp / "upstream.sock"
+        self.process = subprocess.Popen(
+            [sys.executable, str(HERE / "upstream.py"), "--zygote", str(self.socket)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+        )
+
+    def wait(self) -> None:
+        ready = self.process.stdout.readline().strip() if self.process.stdout else ""
+        if ready != "ready":
+            self.process.kill()
+            raise SystemExit(f"bench/agentdojo/run: the upstream zygote did not start (it said {ready!r})")
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+ZYGOTE: Zygote | None = None
+
+
 # ---------------------------------------------------------------------------------------
 # Figures.
 
@@ -633,25 +669,35 @@ def main() -> None:
     if "agent" in conditions:
         agent_bin()
 
-    model_name = None if args.model == "replay" else real_llm(args.model)[1]
-    jobs = []
-    for name in suites:
-        task_suite = pairs.suite(name)
-        ATTACKS[name] = pairs.attack(task_suite, model_name)
-        chosen = pairs.sample(task_suite, args.sample)
-        users = sorted({user for user, _ in chosen}, key=lambda task: int(task.rsplit("_", 1)[1]))
-        for condition in conditions:
-            jobs += [(name, condition, args.reviewer, args.model, user, None) for user in users]
-            jobs += [(name, condition, args.reviewer, args.model, user, injection) for user, injection in chosen]
-        # Warm the attack's cache (it runs each user task's ground truth once) before threads share it.
-        for user in users:
-            ATTACKS[name].get_injection_candidates(task_suite.get_user_task_by_id(user))
+    global ZYGOTE
+    with tempfile.TemporaryDirectory(prefix="agentdojo-") as tmp:
+        if "proxy" in conditions or "agent" in conditions:
+            ZYGOTE = Zygote(Path(tmp))
+        try:
+            model_name = None if args.model == "replay" else real_llm(args.model)[1]
+            jobs = []
+            for name in suites:
+                task_suite = pairs.suite(name)
+                ATTACKS[name] = pairs.attack(task_suite, model_name)
+                chosen = pairs.sample(task_suite, args.sample)
+                users = sorted({user for user, _ in chosen}, key=lambda task: int(task.rsplit("_", 1)[1]))
+                for condition in conditions:
+                    jobs += [(name, condition, args.reviewer, args.model, user, None) for user in users]
+                    jobs += [(name, condition, args.reviewer, args.model, user, injection) for user, injection in chosen]
+                # Warm the attack's cache (it runs each user task's ground truth once) before threads share it.
+                for user in users:
+                    ATTACKS[name].get_injection_candidates(task_suite.get_user_task_by_id(user))
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    print(f"bench/agentdojo/run: {len(jobs)} runs ({', '.join(suites)}; {', '.join(conditions)}; reviewer {args.reviewer}; model {args.model}; {args.jobs} jobs)", file=sys.stderr)
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="agentdojo-") as tmp, ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        records = list(pool.map(lambda job: guarded(job, Path(tmp)), jobs))
+            args.out.mkdir(parents=True, exist_ok=True)
+            print(f"bench/agentdojo/run: {len(jobs)} runs ({', '.join(suites)}; {', '.join(conditions)}; reviewer {args.reviewer}; model {args.model}; {args.jobs} jobs)", file=sys.stderr)
+            started = time.monotonic()
+            if ZYGOTE is not None:
+                ZYGOTE.wait()
+            with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+                records = list(pool.map(lambda job: guarded(job, Path(tmp)), jobs))
+        finally:
+            if ZYGOTE is not None:
+                ZYGOTE.close()
 
     results = {
         "suites": {

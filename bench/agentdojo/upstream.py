@@ -5,6 +5,7 @@ reads through MCP exactly what AgentDojo's pipeline would show it.
 
     python upstream.py --suite banking                       # the suite's default environment
     python upstream.py --suite banking --pair PAIR.json --dump ENV.json
+    python upstream.py --zygote SOCKET      # forks of this process, for launch.py SOCKET ...
 
 With --pair (a JSON file: {"user_task": ID, "injections": {vector: text}}) it serves that
 pair's injected environment; with --dump it writes the environment (AgentDojo's pydantic
@@ -22,7 +23,10 @@ import asyncio
 import json
 import os
 import pickle
+import signal
+import socket
 import sys
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,13 +41,81 @@ from agentdojo.functions_runtime import FunctionsRuntime  # noqa: E402
 import pairs  # noqa: E402
 
 
-def main() -> None:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--suite", required=True, choices=pairs.SUITES)
+    parser.add_argument("--suite", choices=pairs.SUITES)
     parser.add_argument("--pair", type=Path, help="the pair to serve (JSON)")
     parser.add_argument("--dump", type=Path, help="where to write the environment")
-    args = parser.parse_args()
+    parser.add_argument("--zygote", type=Path, help="serve forks of this process on this Unix socket (see launch.py)")
+    return parser
 
+
+def main() -> None:
+    parser = arguments()
+    args = parser.parse_args()
+    if args.zygote is not None:
+        zygote(args.zygote)
+    elif args.suite is None:
+        parser.error("--suite is required")
+    else:
+        serve(args)
+
+
+def zygote(path: Path) -> None:
+    """Forks a copy of this process, AgentDojo already imported, for each launch.py that
+    connects to `path`: the child takes the launcher's stdin, stdout and stderr and serves
+    the launcher's arguments. Importing AgentDojo (it imports every model provider's SDK)
+    costs seconds of CPU, which a fresh interpreter per pair paid again each time."""
+    for name in pairs.SUITES:
+        pairs.suite(name)
+    # Children are reaped by the kernel; each reports its own exit to its launcher.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(64)
+    print("ready", flush=True)
+    sys.stderr.flush()
+    while True:
+        connection, _ = listener.accept()
+        try:
+            message, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+        except OSError:
+            connection.close()
+            continue
+        if len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            connection.close()
+            continue
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            code = 1
+            try:
+                for target, fd in enumerate(fds):
+                    os.dup2(fd, target)
+                    os.close(fd)
+                connection.sendall(f"pid {os.getpid()}\n".encode())
+                serve(arguments().parse_args(json.loads(message)))
+                code = 0
+            except SystemExit as exit:
+                code = exit.code if isinstance(exit.code, int) else 1
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                try:
+                    connection.sendall(f"exit {code}\n".encode())
+                finally:
+                    os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        connection.close()
+
+
+def serve(args: argparse.Namespace) -> None:
     task_suite = pairs.suite(args.suite)
     if args.pair is not None:
         pair = json.loads(args.pair.read_text())
@@ -83,11 +155,11 @@ def main() -> None:
         text = tool_result_to_str(result)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=False)
 
-    async def serve() -> None:
+    async def run() -> None:
         async with mcp.server.stdio.stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
-    asyncio.run(serve())
+    asyncio.run(run())
 
 
 if __name__ == "__main__":
