@@ -341,6 +341,9 @@ def agent_bin() -> Path:
     return _AGENT
 
 
+# The environment the proxy passes to the upstreams it starts (the configs add none).
+UPSTREAM_ENV = ("PATH", "HOME", "LANG", "TZ")
+
 # The driver reaches these of the harness's environment (the model's endpoint and key);
 # the upstream it starts gets only the proxy's few (PATH, HOME, LANG, TZ).
 MODEL_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "ANTHROPIC_BASE_URL")
@@ -356,7 +359,7 @@ def run_agent(task_suite, user_task, model: str, llm, reviewer: Reviewer, workdi
         {"tool": prefix + function, "arguments": json.loads(arguments)} for function, arguments in sorted(reviewer.allowed)
     ]
     (workdir / "approve.json").write_text(json.dumps(approve))
-    env = {key: os.environ[key] for key in ("PATH", "HOME", "LANG", "TZ") if key in os.environ}
+    env = {key: os.environ[key] for key in UPSTREAM_ENV if key in os.environ}
     endpoint = None
     if model == "replay":
         endpoint = ReplayEndpoint(llm, prefix)
@@ -573,6 +576,8 @@ class Zygote:
         self.process = subprocess.Popen(
             [sys.executable, str(HERE / "upstream.py"), "--zygote", str(self.socket)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+            # What the proxy would give an upstream it starts itself: never the model's keys.
+            env={key: os.environ[key] for key in UPSTREAM_ENV if key in os.environ},
         )
 
     def wait(self) -> None:
