@@ -7,8 +7,9 @@
 //!   disturb the tests here that reopen a log;
 //! - `tests/tracing.rs`: it installs a subscriber, and tracing caches each callsite's
 //!   interest process-wide, so a test here meeting the same callsites on another thread
-//!   could leave them disabled for it;
-//! - `tests/ui.rs`: trybuild compiles each case as a crate of its own.
+//!   could leave them disabled for it.
+//!
+//! The DSL's compile-time checks (trybuild) are in the workspace's `tests/ui` crate.
 
 #[path = "../action/mod.rs"]
 mod action;
