@@ -10,6 +10,7 @@ use std::borrow::Cow;
 
 use crate::id::Id;
 use crate::record::Sender;
+use crate::shared_text::SharedText;
 use crate::tool::{OutputKind, Trust};
 
 /// Text that carries the developer's authority. It can only come from the developer's
@@ -56,7 +57,9 @@ enum Body {
     Instruction(Instruction),
     Data {
         trust: Trust,
-        text: String,
+        /// Shared: a tool output's text may be the body of its envelope, which the scope
+        /// keeps too.
+        text: SharedText,
         origin: Origin,
     },
 }
@@ -101,11 +104,16 @@ impl Block {
 
     /// A data block of the given trust and origin.
     pub fn data_from(id: Id, trust: Trust, text: impl Into<String>, origin: Origin) -> Self {
+        Self::data_shared(id, trust, SharedText::from(text.into()), origin)
+    }
+
+    /// A data block whose text is shared with another holder of it (its envelope).
+    pub(crate) fn data_shared(id: Id, trust: Trust, text: SharedText, origin: Origin) -> Self {
         Block {
             id,
             body: Body::Data {
                 trust,
-                text: text.into(),
+                text,
                 origin,
             },
         }
@@ -144,7 +152,7 @@ impl Block {
     pub fn text(&self) -> &str {
         match &self.body {
             Body::Instruction(instruction) => instruction.as_str(),
-            Body::Data { text, .. } => text,
+            Body::Data { text, .. } => text.as_str(),
         }
     }
 }

@@ -74,6 +74,7 @@ pub mod registry;
 pub mod review;
 mod schema;
 pub mod session;
+mod shared_text;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod timestamp;

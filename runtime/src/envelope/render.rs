@@ -1,6 +1,7 @@
 //! Rendering content into envelopes, in sealed or compat mode.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use memchr::memmem;
 
@@ -193,6 +194,18 @@ impl Renderer {
         registry: &Registry,
         output: &ToolOutput,
     ) -> Result<Rendered, RenderError> {
+        self.tool_output_quoting(registry, output)
+            .map(|(rendered, _)| rendered)
+    }
+
+    /// Like [`tool_output`](Self::tool_output), and where in the envelope's text the
+    /// output's text (`output.content.to_text()`) lies unchanged, when it does: whoever
+    /// keeps both can keep one copy of those bytes.
+    pub(crate) fn tool_output_quoting(
+        &self,
+        registry: &Registry,
+        output: &ToolOutput,
+    ) -> Result<(Rendered, Option<Range<usize>>), RenderError> {
         let spec = registry.spec(&output.tool).ok();
         if spec.is_none() {
             tracing::warn!(tool = %output.tool, "{}", unknown_tool_warning(&output.tool));
@@ -202,8 +215,8 @@ impl Renderer {
         let instruction = trusted
             && spec.is_some_and(|spec| spec.output == OutputKind::Instruction)
             && output.output == OutputKind::Instruction;
-        let mut rendered = match &output.content {
-            Content::Retrieved(records) => self.retrieved(&records.0)?,
+        let (mut rendered, quoted) = match &output.content {
+            Content::Retrieved(records) => (self.retrieved(&records.0)?, None),
             content => {
                 let (kind, trusted) = match content {
                     _ if output.failed => ("tool-error", false),
@@ -229,7 +242,7 @@ impl Renderer {
         if output.content.is_outsider_content() {
             rendered.trust = Trust::Untrusted;
         }
-        Ok(rendered)
+        Ok((rendered, quoted))
     }
 
     /// A tool result from its parts: `trust` decides the tier
@@ -252,6 +265,7 @@ impl Renderer {
         };
         let instruction = trusted && output == OutputKind::Instruction;
         self.tool_result_block(tool, call_id, checksum, kind, trusted, instruction, body)
+            .map(|(rendered, _)| rendered)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -264,7 +278,7 @@ impl Renderer {
         trusted: bool,
         instruction: bool,
         body: &str,
-    ) -> Result<Rendered, RenderError> {
+    ) -> Result<(Rendered, Option<Range<usize>>), RenderError> {
         let checksum = checksum.to_hex();
         let tier = if trusted {
             Tier::TrustedContent
@@ -294,8 +308,8 @@ impl Renderer {
         } else {
             Trust::Untrusted
         });
-        self.leaf(&mut rendered, spec, body, &[])?;
-        Ok(rendered)
+        let quoted = self.leaf(&mut rendered, spec, body, &[])?;
+        Ok((rendered, quoted))
     }
 
     /// Data that is not a tool's output: `trusted` data of the runtime or the developer
@@ -679,18 +693,19 @@ impl Renderer {
 
     /// Appends one leaf envelope: opener, newline, body, newline, closer. The body is
     /// refused if it holds its own closer or one of `enclosing` (compat mode; sealed mode
-    /// neutralises those), and in sealed mode it is neutralised.
+    /// neutralises those), and in sealed mode it is neutralised. Returns where in
+    /// `rendered.text` the body lies when it went in unchanged.
     fn leaf(
         &self,
         rendered: &mut Rendered,
         spec: Spec<'_>,
         body: &str,
         enclosing: &[&str],
-    ) -> Result<(), RenderError> {
+    ) -> Result<Option<Range<usize>>, RenderError> {
         let tier = spec.tier;
         let (nonce, open) = self.opener(&spec, &mut rendered.findings);
         let close = closer(tier, &nonce);
-        let body: Cow<'_, str> = match &self.key {
+        let written: Cow<'_, str> = match &self.key {
             Some(_) => {
                 // The neutraliser's scan visits every `<`: the live closers are looked
                 // for there rather than in a second pass over the body.
@@ -718,25 +733,31 @@ impl Renderer {
                 text.reserve(open.len() + body.len() + close.len() + 2);
                 text.push_str(&open);
                 text.push('\n');
+                let body_start = text.len();
                 if let Err(error) = push_checked(text, tier, body, &nonce, enclosing) {
                     text.truncate(start);
                     return Err(error);
                 }
+                let verbatim = body_start..text.len();
                 text.push('\n');
                 text.push_str(&close);
                 rendered.nonces.push(nonce);
-                return Ok(());
+                return Ok(Some(verbatim));
             }
         };
+        // Nothing was changed when what is written is `body` itself.
+        let unchanged = matches!(&written, Cow::Borrowed(kept) if std::ptr::eq::<str>(*kept, body));
         let text = &mut rendered.text;
-        text.reserve(open.len() + body.len() + close.len() + 2);
+        text.reserve(open.len() + written.len() + close.len() + 2);
         text.push_str(&open);
         text.push('\n');
-        text.push_str(&body);
+        let body_start = text.len();
+        text.push_str(&written);
+        let verbatim = body_start..text.len();
         text.push('\n');
         text.push_str(&close);
         rendered.nonces.push(nonce);
-        Ok(())
+        Ok(unchanged.then_some(verbatim))
     }
 }
 

@@ -15,6 +15,7 @@ use crate::id::Id;
 use crate::quarantine::{Exit, QuarantineHandle, QuarantineStatus, custodian};
 use crate::record::{Memory, Message, Thought};
 use crate::registry::{DispatchError, ToolOutput};
+use crate::shared_text::SharedText;
 use crate::tool::{OutputKind, Trust};
 
 use super::state::{Claimed, Decided, Finished, Run};
@@ -139,7 +140,13 @@ impl Scope {
 
     /// The rendered envelope of each block, in order.
     pub fn rendered_blocks(&self) -> Result<Vec<String>, SessionError> {
-        self.read(|scope| scope.rendered().to_vec())
+        self.read(|scope| {
+            scope
+                .rendered()
+                .iter()
+                .map(|text| text.as_str().to_owned())
+                .collect()
+        })
     }
 
     /// The rendered envelopes of the blocks `select` picks, in order, each with what
@@ -153,7 +160,9 @@ impl Scope {
                 .blocks()
                 .iter()
                 .zip(scope.rendered())
-                .filter_map(|(block, rendered)| select(block).map(|tag| (tag, rendered.clone())))
+                .filter_map(|(block, rendered)| {
+                    select(block).map(|tag| (tag, rendered.as_str().to_owned()))
+                })
                 .collect()
         })
     }
@@ -166,7 +175,12 @@ impl Scope {
                 .iter()
                 // Asked for most often just after the call that made it.
                 .rposition(|block| block.id() == id)
-                .and_then(|at| scope.rendered().get(at).cloned())
+                .and_then(|at| {
+                    scope
+                        .rendered()
+                        .get(at)
+                        .map(|text| text.as_str().to_owned())
+                })
         })
     }
 
@@ -448,7 +462,10 @@ impl Scope {
         if downgraded.is_some() {
             output.output = OutputKind::Data;
         }
-        let rendered = match session.renderer().tool_output(session.registry(), &output) {
+        let (mut rendered, quoted) = match session
+            .renderer()
+            .tool_output_quoting(session.registry(), &output)
+        {
             Ok(rendered) => rendered,
             Err(error) => {
                 session
@@ -480,12 +497,13 @@ impl Scope {
             tool: output.tool.clone(),
             argument_values: string_values(call.args()),
         };
-        let block = Block::data_from(
-            call.id().clone(),
-            rendered.trust,
-            output.content.to_text(),
-            origin,
-        );
+        // The scope keeps the block's text and its envelope: when the envelope quotes the
+        // text unchanged, the block's text is that part of it, not a second copy.
+        let envelope = SharedText::from(std::mem::take(&mut rendered.text));
+        let text = quoted
+            .and_then(|range| envelope.part(range))
+            .unwrap_or_else(|| SharedText::from(output.content.to_text().into_owned()));
+        let block = Block::data_shared(call.id().clone(), rendered.trust, text, origin);
         let source = format!("tool:{}", output.tool);
         let mode = session.renderer().mode();
         // The outcome gates nothing: the call's decision was durable before it ran, and
@@ -500,7 +518,8 @@ impl Scope {
                 executed,
                 lineage.len(),
                 block,
-                rendered,
+                envelope,
+                &rendered,
                 &source,
             )
         })?;

@@ -16,6 +16,7 @@ use crate::held::{Binding, HeldStatus, Lifecycle, LifecycleError};
 use crate::id::Id;
 use crate::quarantine::{Exit, Grant, Output, QuarantineHandle, QuarantineStatus};
 use crate::registry::Registry;
+use crate::shared_text::SharedText;
 use crate::tool::{Contexts, Trust};
 use crate::verdict::{ReviewerVerdict, Subject, Verdict};
 
@@ -43,7 +44,8 @@ pub(crate) struct ScopeState {
     block_ids: HashSet<Id>,
     /// The same, in order, for the lineages of calls.
     lineage_ids: Ids,
-    rendered: Vec<String>,
+    /// The envelope of each of `blocks`; a block's text may be part of its envelope.
+    rendered: Vec<SharedText>,
     nonces: NonceIndex,
     /// Ids of allowed calls that are running: their output will be the block of that id,
     /// so no other call or block may take it meanwhile.
@@ -117,7 +119,7 @@ impl ScopeView<'_> {
     pub(crate) fn blocks(&self) -> &[Block] {
         &self.scope.blocks
     }
-    pub(crate) fn rendered(&self) -> &[String] {
+    pub(crate) fn rendered(&self) -> &[SharedText] {
         &self.scope.rendered
     }
 }
@@ -271,14 +273,17 @@ impl State {
         mode: Mode,
         scope_id: &Id,
         block: Block,
-        rendered: Rendered,
+        mut rendered: Rendered,
         source: &str,
     ) -> Result<Id, SessionError> {
         let scope = self.open_scope_mut(scope_id)?;
         if scope.holds(block.id()) {
             return Err(SessionError::DuplicateBlock(block.id().clone()));
         }
-        push_block(events, mode, scope_id, scope, block, rendered, source)
+        let envelope = SharedText::from(std::mem::take(&mut rendered.text));
+        push_block(
+            events, mode, scope_id, scope, block, envelope, &rendered, source,
+        )
     }
 
     /// Makes a note's nonces live in scope `scope` (a note is shown to the model but is
@@ -610,8 +615,9 @@ impl State {
     }
 
     /// Records that a running call ran and adds its rendered output as block
-    /// `call.id()`. The scope may have no other block of that id: the id was reserved
-    /// when the call was allowed or claimed.
+    /// `call.id()`, with `envelope` (the text of `rendered`, taken out of it so that the
+    /// block's text can be part of it). The scope may have no other block of that id:
+    /// the id was reserved when the call was allowed or claimed.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn complete(
         &mut self,
@@ -622,7 +628,8 @@ impl State {
         executed: Event,
         lineage_len: usize,
         block: Block,
-        rendered: Rendered,
+        envelope: SharedText,
+        rendered: &Rendered,
         source: &str,
     ) -> Result<Id, SessionError> {
         // Not `open_scope_mut`: `finish` waits for running calls, so the scope is open.
@@ -656,7 +663,9 @@ impl State {
             scope.lineage_mark = mark;
         }
         events.push(executed);
-        let id = push_block(events, mode, scope_id, scope, block, rendered, source)?;
+        let id = push_block(
+            events, mode, scope_id, scope, block, envelope, rendered, source,
+        )?;
         if let Some(pending) = pending.and_then(|pending| self.pending.get_mut(pending)) {
             // Claimed when it started; `finish` refuses nothing else.
             let _ = pending.lifecycle.finish(true);
@@ -1026,13 +1035,17 @@ fn lineage_start(
     }
 }
 
+/// Adds `block` to `scope` with `envelope`, its rendered text; the rest of `rendered`
+/// (its text taken out) says what else the rendering brought.
+#[allow(clippy::too_many_arguments)]
 fn push_block(
     events: &mut Vec<Event>,
     mode: Mode,
     scope_id: &Id,
     scope: &mut ScopeState,
     block: Block,
-    rendered: Rendered,
+    envelope: SharedText,
+    rendered: &Rendered,
     source: &str,
 ) -> Result<Id, SessionError> {
     if !rendered.findings.is_empty() {
@@ -1053,7 +1066,7 @@ fn push_block(
         scope.taint = Taint::Tainted;
     }
     register_nonces(mode, scope, &rendered.nonces);
-    scope.rendered.push(rendered.text);
+    scope.rendered.push(envelope);
     let id = block.id().clone();
     scope.block_ids.insert(id.clone());
     scope.lineage_ids.push(id.clone());
