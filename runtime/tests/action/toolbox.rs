@@ -211,7 +211,8 @@ fn multi_line() -> &'static str {
     "30 days"
 }
 
-#[doc = include_str!("../ui-pass/refund_policy.md")]
+// The policy file the DSL's compile-time cases include too (tests/ui).
+#[doc = include_str!("../../../tests/ui/tests/ui-pass/refund_policy.md")]
 #[tool(trusted, instruction, read_only)]
 fn included() -> &'static str {
     "30 days"
@@ -219,14 +220,14 @@ fn included() -> &'static str {
 
 /// The refund policy, as the developer wrote it:
 ///
-#[doc = include_str!("../ui-pass/refund_policy.md")]
+#[doc = include_str!("../../../tests/ui/tests/ui-pass/refund_policy.md")]
 #[tool(trusted, instruction, read_only)]
 fn mixed() -> &'static str {
     "30 days"
 }
 
 /// Returns the refund policy.
-#[doc = include_str!("../ui-pass/refund_policy.md")]
+#[doc = include_str!("../../../tests/ui/tests/ui-pass/refund_policy.md")]
 /// The end.
 #[tool(trusted, instruction, read_only)]
 fn included_between() -> &'static str {
@@ -266,7 +267,7 @@ fn descriptions_are_the_doc_text_as_rustdoc_renders_it() {
                 \n\
                 It is the developer's text: the model selects a product, never writes the policy.";
     // The file as written (its final newline is not part of the text).
-    assert_eq!(include_str!("../ui-pass/refund_policy.md").trim_end(), file);
+    assert_eq!(include_str!("../../../tests/ui/tests/ui-pass/refund_policy.md").trim_end(), file);
     assert_eq!(description("included"), file);
     // Fragments join line by line, as rustdoc joins them.
     assert_eq!(
