@@ -26,8 +26,8 @@ const TOOLTRUST: &str = env!("CARGO_BIN_EXE_tooltrust");
 /// ground-truth calls).
 const SAMPLE: &str = "8";
 
-/// The whole run, set-up included, may take this long before the test fails (it takes
-/// about four minutes on two cores, the first set-up about a minute more).
+/// The whole run, set-up included, may take this long before the test fails (its runs take
+/// about a minute and a half on two cores, the first set-up about fifteen seconds more).
 const LIMIT: Duration = Duration::from_secs(15 * 60);
 
 fn repo() -> PathBuf {
