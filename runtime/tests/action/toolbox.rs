@@ -267,7 +267,10 @@ fn descriptions_are_the_doc_text_as_rustdoc_renders_it() {
                 \n\
                 It is the developer's text: the model selects a product, never writes the policy.";
     // The file as written (its final newline is not part of the text).
-    assert_eq!(include_str!("../../../tests/ui/tests/ui-pass/refund_policy.md").trim_end(), file);
+    assert_eq!(
+        include_str!("../../../tests/ui/tests/ui-pass/refund_policy.md").trim_end(),
+        file
+    );
     assert_eq!(description("included"), file);
     // Fragments join line by line, as rustdoc joins them.
     assert_eq!(
