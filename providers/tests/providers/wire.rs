@@ -3,9 +3,12 @@
 //! core's `tests/providers/` with the formats themselves.
 
 use crate::common;
+#[path = "../../../runtime/tests/providers/shape.rs"]
+mod shape;
 
 use common::{fixture, fixture_json};
-use serde_json::{Value, json};
+use serde_json::json;
+use shape::assert_same_shape;
 use tooltrust::agent::{AssistantMessage, ChatMessage, ModelRequest, ModelToolCall};
 use tooltrust::call::CallErrorReason;
 use tooltrust::canonical::JsonError;
@@ -30,34 +33,6 @@ fn get_weather(
     location: String,
 ) -> String {
     location
-}
-
-/// Every key path of `documented` exists in `ours` with the same JSON type.
-fn assert_same_shape(documented: &Value, ours: &Value, path: &str) {
-    match (documented, ours) {
-        (Value::Object(doc), Value::Object(our)) => {
-            for (key, value) in doc {
-                // Parameter names and enum values are the documentation's own.
-                if path.ends_with("properties") {
-                    continue;
-                }
-                let other = our
-                    .get(key)
-                    .unwrap_or_else(|| panic!("missing `{path}.{key}` in {ours}"));
-                assert_same_shape(value, other, &format!("{path}.{key}"));
-            }
-        }
-        (Value::Array(doc), Value::Array(our)) => {
-            if let (Some(first), Some(other)) = (doc.first(), our.first()) {
-                assert_same_shape(first, other, &format!("{path}[0]"));
-            }
-        }
-        (doc, our) => assert_eq!(
-            std::mem::discriminant(doc),
-            std::mem::discriminant(our),
-            "type at {path}: documented {doc}, ours {our}"
-        ),
-    }
 }
 
 fn weather_conversation(

@@ -2,9 +2,13 @@
 //! `tests/data/providers`, with the documentation it follows). The OpenAI-compatible and
 //! Anthropic adapters are tested in `tooltrust-providers`.
 
+mod shape;
+
 use serde_json::{Value, json};
 use tooltrust::providers::mcp;
 use tooltrust::{tool, tools};
+
+use shape::assert_same_shape;
 
 /// Get the current weather in a given location
 #[tool(untrusted, read_only)]
@@ -28,34 +32,6 @@ fn fixture(name: &str) -> String {
 
 fn fixture_json(name: &str) -> Value {
     serde_json::from_str(&fixture(name)).expect("fixture JSON")
-}
-
-/// Every key path of `documented` exists in `ours` with the same JSON type.
-fn assert_same_shape(documented: &Value, ours: &Value, path: &str) {
-    match (documented, ours) {
-        (Value::Object(doc), Value::Object(our)) => {
-            for (key, value) in doc {
-                // Parameter names and enum values are the documentation's own.
-                if path.ends_with("properties") {
-                    continue;
-                }
-                let other = our
-                    .get(key)
-                    .unwrap_or_else(|| panic!("missing `{path}.{key}` in {ours}"));
-                assert_same_shape(value, other, &format!("{path}.{key}"));
-            }
-        }
-        (Value::Array(doc), Value::Array(our)) => {
-            if let (Some(first), Some(other)) = (doc.first(), our.first()) {
-                assert_same_shape(first, other, &format!("{path}[0]"));
-            }
-        }
-        (doc, our) => assert_eq!(
-            std::mem::discriminant(doc),
-            std::mem::discriminant(our),
-            "type at {path}: documented {doc}, ours {our}"
-        ),
-    }
 }
 
 #[test]
