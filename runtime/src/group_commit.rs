@@ -12,7 +12,10 @@
 //! cohorts that alternate between rounds. Before a round, the turn holder therefore
 //! waits up to [`GatherOptions::gather`] for as many items as the last round saw (its
 //! batch plus what arrived during its commit), so that the whole cohort shares one sync.
-//! A lone writer never waits: its cohort is itself.
+//! A lone writer never waits: its cohort is itself. Items queued with no writer waiting
+//! for them ([`enqueue_unwaited_with`](GroupCommit::enqueue_unwaited_with): a call's
+//! outcome, carried by the next decision's sync) ride along in a round but count in no
+//! cohort, so they never make the next writer wait.
 //!
 //! Two drivers share the rounds: [`flush`](GroupCommit::flush) blocks a thread (the
 //! journal, the audit log) and [`drive`](GroupCommit::drive) is a future that a task
@@ -130,8 +133,11 @@ struct State<T, E, S> {
     shared: S,
     turn: bool,
     gathering: bool,
-    /// How many items the last round saw: what the next one waits for.
+    /// How many waited-for items the last round saw: what the next one waits for.
     cohort: usize,
+    /// The numbers (`start..end`) of items queued with no writer waiting for them, in
+    /// order; those below `done` are let go at the next enqueue.
+    unwaited: VecDeque<(u64, u64)>,
     /// Ranges of items dropped by [`OnFailure::Discard`], with why.
     discarded: Vec<(u64, u64, E)>,
     /// Rounds ended so far, and the last one that failed with items left queued.
@@ -154,6 +160,7 @@ impl<T, E: Clone, S> GroupCommit<T, E, S> {
                 turn: false,
                 gathering: false,
                 cohort: 1,
+                unwaited: VecDeque::new(),
                 discarded: Vec::new(),
                 rounds: 0,
                 retry_failure: None,
@@ -181,12 +188,43 @@ impl<T, E: Clone, S> GroupCommit<T, E, S> {
     where
         I: IntoIterator<Item = T>,
     {
+        self.enqueue_waited_with(true, make)
+    }
+
+    /// Like [`enqueue_with`](Self::enqueue_with), for items no writer will wait for
+    /// (someone may flush their ticket later): they go in the next round but do not
+    /// count in its cohort.
+    pub fn enqueue_unwaited_with<I, X>(
+        &self,
+        make: impl FnOnce(&mut S) -> Result<I, X>,
+    ) -> (Ticket, Result<(), X>)
+    where
+        I: IntoIterator<Item = T>,
+    {
+        self.enqueue_waited_with(false, make)
+    }
+
+    fn enqueue_waited_with<I, X>(
+        &self,
+        waited: bool,
+        make: impl FnOnce(&mut S) -> Result<I, X>,
+    ) -> (Ticket, Result<(), X>)
+    where
+        I: IntoIterator<Item = T>,
+    {
         let mut state = self.lock();
         let start = state.next;
         let before = state.queue.len();
         let result = make(&mut state.shared).map(|items| state.queue.extend(items));
         state.next += (state.queue.len() - before) as u64;
         let end = state.next;
+        let done = state.done;
+        while state.unwaited.front().is_some_and(|&(_, end)| end <= done) {
+            state.unwaited.pop_front();
+        }
+        if !waited && end > start {
+            state.unwaited.push_back((start, end));
+        }
         if end > start {
             if state.gathering {
                 self.arrived.notify_one();
@@ -268,7 +306,7 @@ impl<T, E: Clone, S> GroupCommit<T, E, S> {
                 let (left, seen) = {
                     let state = self.lock();
                     let len = state.queue.len();
-                    if len >= state.cohort.min(self.options.max_batch) {
+                    if state.queued_waited() >= state.cohort.min(self.options.max_batch) {
                         break;
                     }
                     match deadline.checked_duration_since(Instant::now()) {
@@ -325,7 +363,7 @@ impl<T, E: Clone, S> GroupCommit<T, E, S> {
         state.turn = true;
         state.gathering = true;
         let deadline = Instant::now() + self.gather_limit();
-        while state.queue.len() < state.cohort.min(self.options.max_batch) {
+        while state.queued_waited() < state.cohort.min(self.options.max_batch) {
             let left = match deadline.checked_duration_since(Instant::now()) {
                 Some(left) if !left.is_zero() => left,
                 _ => break,
@@ -388,6 +426,8 @@ impl<T, E: Clone, S> GroupCommit<T, E, S> {
         C: Committer<T, S, Error = E>,
     {
         let len = batch.len();
+        // The batch's items are numbered from `done`; the queue's follow them.
+        let round_and_queue = state.waited_since(state.done);
         let (committed, error) = match result {
             Ok(()) => (len, None),
             Err(Partial { committed, error }) => (committed.min(len), Some(error)),
@@ -396,7 +436,7 @@ impl<T, E: Clone, S> GroupCommit<T, E, S> {
         state.done += committed as u64;
         state.rounds += 1;
         match error {
-            None => state.cohort = len + state.queue.len(),
+            None => state.cohort = round_and_queue,
             Some(error) => {
                 state.cohort = 1;
                 match C::ON_FAILURE {
@@ -494,6 +534,24 @@ impl<T, E, S, C: Committer<T, S, Error = E>> Drop for RoundGuard<'_, T, E, S, C>
         state.discarded.push((start, end, self.committer.lost()));
         state.turn = false;
         self.engine.changed.notify_all();
+    }
+}
+
+impl<T, E, S> State<T, E, S> {
+    /// How many items numbered from `from` up to `next` a writer waits for.
+    fn waited_since(&self, from: u64) -> usize {
+        let unwaited: u64 = self
+            .unwaited
+            .iter()
+            .map(|&(start, end)| end.saturating_sub(start.max(from)))
+            .sum();
+        usize::try_from(self.next.saturating_sub(from).saturating_sub(unwaited))
+            .unwrap_or(usize::MAX)
+    }
+
+    /// How many of the queued items a writer waits for.
+    fn queued_waited(&self) -> usize {
+        self.waited_since(self.next - self.queue.len() as u64)
     }
 }
 
@@ -657,6 +715,43 @@ mod tests {
         engine.flush(second, &committer).unwrap();
         assert_eq!(sink.items(), vec![1, 2, 3], "every item, once, in order");
         engine.flush(first, &committer).unwrap();
+    }
+
+    #[test]
+    fn items_no_writer_waits_for_never_make_a_lone_writer_wait() {
+        let sink = Arc::new(Sink::new());
+        let committer = Retrying(sink.clone());
+        // Long enough that one wait for a cohort would show.
+        let engine = GroupCommit::new(options(Duration::from_secs(1)), ());
+        for round in 0..3u64 {
+            let outcomes = engine
+                .enqueue_unwaited_with(|_| {
+                    Ok::<_, String>([round * 10, round * 10 + 1, round * 10 + 2])
+                })
+                .0;
+            let decision = engine.enqueue([round * 10 + 3]);
+            let start = Instant::now();
+            engine.flush(decision, &committer).unwrap();
+            assert!(
+                start.elapsed() < Duration::from_millis(500),
+                "round {round}: a lone writer waited {:?} for a cohort",
+                start.elapsed()
+            );
+            assert_eq!(engine.outcome(outcomes), Some(Ok(())), "carried along");
+        }
+        assert_eq!(sink.items().len(), 12);
+        // Waited-for items still gather as before: the cohort of two waits for its second.
+        let engine = GroupCommit::new(options(Duration::from_millis(200)), ());
+        let (a, b) = (engine.enqueue([1]), engine.enqueue([2]));
+        engine.flush(b, &committer).unwrap();
+        engine.flush(a, &committer).unwrap();
+        let lone = engine.enqueue([3]);
+        let start = Instant::now();
+        engine.flush(lone, &committer).unwrap();
+        assert!(
+            start.elapsed() >= Duration::from_millis(150),
+            "a cohort of two waits for its second writer"
+        );
     }
 
     #[test]

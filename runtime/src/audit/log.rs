@@ -1,6 +1,7 @@
 //! The append side of the log: sealing events into a hash chain, group commit, the
 //! head file, and recovery after a crash.
 
+use std::collections::VecDeque;
 use std::future::{Future, ready};
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
@@ -206,7 +207,9 @@ struct Inner {
 
 #[derive(Default)]
 struct Lingering {
-    ticket: Option<Ticket>,
+    /// Deferred entries' tickets not yet seen durable, oldest first, each with when it
+    /// was appended: each gets `linger` from then for an append to carry it.
+    waiting: VecDeque<(Ticket, Instant)>,
     stop: bool,
 }
 
@@ -435,7 +438,7 @@ impl AuditLog {
         deferred: bool,
     ) -> Result<(Ticket, Vec<Receipt>), AuditError> {
         let mut receipts = Vec::with_capacity(bodies.len());
-        let (ticket, sealed) = self.inner.lines.enqueue_with(|chain| {
+        let seal = |chain: &mut Chain| {
             if let Some(error) = &chain.poisoned {
                 return Err(AuditError::Poisoned(Box::new(error.clone())));
             }
@@ -457,18 +460,30 @@ impl AuditLog {
                 chain.deferred = tip.seq;
             }
             Ok(lines)
-        });
+        };
+        // No one waits for deferred entries: they must not make the next writer wait
+        // to gather a cohort as large as the round that carried them.
+        let (ticket, sealed) = if deferred {
+            self.inner.lines.enqueue_unwaited_with(seal)
+        } else {
+            self.inner.lines.enqueue_with(seal)
+        };
         sealed?;
         Ok((ticket, receipts))
     }
 
     /// Hands `ticket` to the flusher thread, starting it if needed.
     fn linger(&self, ticket: Ticket) {
-        {
+        let idle = {
             let mut lingering = lock(&self.inner.lingering);
-            lingering.ticket = Some(ticket);
+            lingering.waiting.push_back((ticket, Instant::now()));
+            lingering.waiting.len() == 1
+        };
+        // A flusher with entries in hand already sleeps until the oldest one's
+        // deadline; waking it for each call would cost the caller a thread switch.
+        if idle {
+            self.inner.wake.notify_all();
         }
-        self.inner.wake.notify_all();
         let mut flusher = lock(&self.flusher);
         if flusher.is_none() {
             let inner = Arc::clone(&self.inner);
@@ -537,43 +552,58 @@ impl AuditLog {
 }
 
 impl Inner {
-    /// The flusher thread: waits for deferred entries, gives an append `linger` to
-    /// carry them, then syncs them itself.
+    /// The flusher thread: gives each deferred entry `linger` for an append to carry
+    /// it, then syncs every deferred entry itself. Entries an append already carried
+    /// are let go without a sync of their own, so a steady stream of calls costs one
+    /// sync per decision and none here.
     fn flush_lingering(&self) {
         let mut lingering = lock(&self.lingering);
         loop {
-            while lingering.ticket.is_none() && !lingering.stop {
+            if lingering.stop {
+                return;
+            }
+            while let Some((ticket, _)) = lingering.waiting.front() {
+                if self.lines.outcome(*ticket).is_none() {
+                    break;
+                }
+                lingering.waiting.pop_front();
+            }
+            let Some(&(_, appended)) = lingering.waiting.front() else {
                 lingering = self
                     .wake
                     .wait(lingering)
                     .unwrap_or_else(PoisonError::into_inner);
+                continue;
+            };
+            match (appended + self.writer.options.linger).checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => {
+                    lingering = self
+                        .wake
+                        .wait_timeout(lingering, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                _ => {
+                    drop(lingering);
+                    if let Err(partial) = self.flush_deferred() {
+                        tracing::error!(error = %partial.error, "audit log: deferred entries were not made durable");
+                    }
+                    lingering = lock(&self.lingering);
+                }
             }
-            if lingering.stop {
-                return;
-            }
-            let deadline = Instant::now() + self.writer.options.linger;
-            while !lingering.stop {
-                let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                    break;
-                };
-                lingering = self
-                    .wake
-                    .wait_timeout(lingering, left)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
-            }
-            drop(lingering);
-            if let Err(partial) = self.flush_deferred() {
-                tracing::error!(error = %partial.error, "audit log: deferred entries were not made durable");
-            }
-            lingering = lock(&self.lingering);
         }
     }
 
-    /// Syncs the last deferred entries handed to the flusher, if any.
+    /// Syncs every deferred entry handed to the flusher, if any: the latest one's
+    /// ticket covers those before it.
     fn flush_deferred(&self) -> Result<(), Partial<AuditError>> {
-        let ticket = lock(&self.lingering).ticket.take();
-        match ticket {
+        let latest = {
+            let mut lingering = lock(&self.lingering);
+            let latest = lingering.waiting.back().map(|(ticket, _)| *ticket);
+            lingering.waiting.clear();
+            latest
+        };
+        match latest {
             Some(ticket) => self.lines.flush(ticket, &self.writer),
             None => Ok(()),
         }

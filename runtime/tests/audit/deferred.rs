@@ -97,6 +97,47 @@ fn a_lone_deferred_entry_is_synced_by_the_flusher() {
 }
 
 #[test]
+fn deferred_entries_an_append_carries_cost_the_flusher_no_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let linger = Duration::from_millis(100);
+    let (log, syncs) = open_counting(dir.path(), linger);
+    // A stream of calls for several times `linger`: each outcome waits most of a
+    // cycle for the next decision, well within `linger`, so the flusher, whose
+    // deadline falls inside some outcome's wait, has nothing of its own to sync.
+    let start = Instant::now();
+    let mut decisions = 0;
+    let mut seq = 0;
+    while start.elapsed() < linger * 4 {
+        seq += 1;
+        log.append_deferred(&[event(seq)]).unwrap();
+        std::thread::sleep(Duration::from_millis(9));
+        seq += 1;
+        log.append(&event(seq)).unwrap();
+        decisions += 1;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        syncs.load(Ordering::SeqCst),
+        decisions,
+        "one sync per decision; the outcomes rode along"
+    );
+    // A last outcome no append carries is still synced by the flusher.
+    seq += 1;
+    log.append_deferred(&[event(seq)]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while log.head().seq < seq {
+        assert!(Instant::now() < deadline, "the flusher never synced it");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(syncs.load(Ordering::SeqCst), decisions + 1);
+    drop(log);
+    assert_eq!(
+        verify(&dir.path().join(LOG_FILE), None).unwrap().entries,
+        seq
+    );
+}
+
+#[test]
 fn an_append_after_deferred_entries_follows_them_in_the_chain() {
     let dir = tempfile::tempdir().unwrap();
     let (log, syncs) = open_counting(dir.path(), Duration::from_secs(3600));
