@@ -13,9 +13,9 @@
 //! waits up to [`GatherOptions::gather`] for as many items as the last round saw (its
 //! batch plus what arrived during its commit), so that the whole cohort shares one sync.
 //! A lone writer never waits: its cohort is itself. Items queued with no writer waiting
-//! for them ([`enqueue_unwaited_with`](GroupCommit::enqueue_unwaited_with): a call's
-//! outcome, carried by the next decision's sync) ride along in a round but count in no
-//! cohort, so they never make the next writer wait.
+//! for them ([`enqueue_waited_with`](GroupCommit::enqueue_waited_with) with `false`: a
+//! call's outcome, carried by the next decision's sync) ride along in a round but count
+//! in no cohort, so they never make the next writer wait.
 //!
 //! Two drivers share the rounds: [`flush`](GroupCommit::flush) blocks a thread (the
 //! journal, the audit log) and [`drive`](GroupCommit::drive) is a future that a task
@@ -191,20 +191,10 @@ impl<T, E: Clone, S> GroupCommit<T, E, S> {
         self.enqueue_waited_with(true, make)
     }
 
-    /// Like [`enqueue_with`](Self::enqueue_with), for items no writer will wait for
-    /// (someone may flush their ticket later): they go in the next round but do not
-    /// count in its cohort.
-    pub fn enqueue_unwaited_with<I, X>(
-        &self,
-        make: impl FnOnce(&mut S) -> Result<I, X>,
-    ) -> (Ticket, Result<(), X>)
-    where
-        I: IntoIterator<Item = T>,
-    {
-        self.enqueue_waited_with(false, make)
-    }
-
-    fn enqueue_waited_with<I, X>(
+    /// Like [`enqueue_with`](Self::enqueue_with); with `waited` false, for items no
+    /// writer waits for (someone may flush their ticket later): they go in the next
+    /// round but count in no cohort.
+    pub fn enqueue_waited_with<I, X>(
         &self,
         waited: bool,
         make: impl FnOnce(&mut S) -> Result<I, X>,
@@ -725,7 +715,7 @@ mod tests {
         let engine = GroupCommit::new(options(Duration::from_secs(1)), ());
         for round in 0..3u64 {
             let outcomes = engine
-                .enqueue_unwaited_with(|_| {
+                .enqueue_waited_with(false, |_| {
                     Ok::<_, String>([round * 10, round * 10 + 1, round * 10 + 2])
                 })
                 .0;

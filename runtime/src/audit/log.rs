@@ -463,11 +463,7 @@ impl AuditLog {
         };
         // No one waits for deferred entries: they must not make the next writer wait
         // to gather a cohort as large as the round that carried them.
-        let (ticket, sealed) = if deferred {
-            self.inner.lines.enqueue_unwaited_with(seal)
-        } else {
-            self.inner.lines.enqueue_with(seal)
-        };
+        let (ticket, sealed) = self.inner.lines.enqueue_waited_with(!deferred, seal);
         sealed?;
         Ok((ticket, receipts))
     }
