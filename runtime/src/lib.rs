@@ -75,6 +75,7 @@ pub mod review;
 mod schema;
 pub mod session;
 mod shared_text;
+pub mod signature;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod timestamp;

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use crate::call::Checksum;
 use crate::canonical::{JsonError, canonical_json, parse_strict, type_name, write_canonical};
 use crate::id::{self, IdError};
+use crate::signature::{PublicKey, SecretKey, Signature};
 
 /// The `prev` of the first entry: 64 zeros.
 pub const GENESIS: Checksum = Checksum::from_bytes([0; 32]);
@@ -20,7 +21,28 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 pub const MAX_SEQ: u64 = 1 << 53;
 
 /// The fields the log adds to every event; an event may not carry them itself.
-pub const RESERVED_FIELDS: [&str; 4] = ["seq", "ts", "prev", "hash"];
+pub const RESERVED_FIELDS: [&str; 6] = ["seq", "ts", "prev", "hash", "signer", "sig"];
+
+/// The signature domain of chain entries: a writer signs each entry's hash, which covers
+/// everything before it.
+pub const CHAIN_DOMAIN: &str = "tooltrust/chain/v1";
+
+/// Who wrote an entry, and their signature of its hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntrySignature {
+    /// The writer's public key (the entry's `signer`, inside the hashed content).
+    pub signer: PublicKey,
+    /// The writer's signature of the entry's hash (its `sig`, beside `hash`).
+    pub sig: Signature,
+}
+
+impl EntrySignature {
+    /// Whether `sig` is `signer`'s signature of `hash`.
+    pub fn verifies(&self, hash: &Checksum) -> bool {
+        self.signer
+            .verifies(CHAIN_DOMAIN, hash.as_bytes(), &self.sig)
+    }
+}
 
 /// An entry as read back from the log.
 ///
@@ -42,6 +64,8 @@ pub struct Entry {
     pub prev: Checksum,
     /// This entry's hash.
     pub hash: Checksum,
+    /// Its writer's signature, if the writer signs (see [`Body::seal_signed`]).
+    pub signature: Option<EntrySignature>,
 }
 
 /// Why an event cannot be recorded. Nothing is written when an event is refused.
@@ -124,19 +148,44 @@ impl Body {
     /// `prev`: returns the entry's line (its canonical JSON followed by `\n`) and its
     /// hash. Fails only when the line would exceed [`MAX_LINE_BYTES`].
     pub fn seal(
+        self,
+        seq: u64,
+        ts: String,
+        prev: &Checksum,
+    ) -> Result<(Vec<u8>, Checksum), EventError> {
+        self.seal_signed(seq, ts, prev, None)
+    }
+
+    /// Like [`Body::seal`], and with a writer's key, signed: the entry names the key's
+    /// public half in `signer` (covered by the hash) and carries the key's signature of
+    /// its hash in `sig`. Whoever can write the log's file or rows, but does not hold the
+    /// key, cannot then edit, insert or re-hash an entry that a verifier holding the
+    /// public key accepts.
+    pub fn seal_signed(
         mut self,
         seq: u64,
         ts: String,
         prev: &Checksum,
+        writer: Option<&SecretKey>,
     ) -> Result<(Vec<u8>, Checksum), EventError> {
         let fields = &mut self.0;
         fields.insert("seq".to_owned(), Value::from(seq));
         fields.insert("ts".to_owned(), Value::String(ts));
         fields.insert("prev".to_owned(), Value::String(prev.to_hex()));
+        if let Some(writer) = writer {
+            fields.insert(
+                "signer".to_owned(),
+                Value::String(writer.public().to_string()),
+            );
+        }
         let mut entry = Value::Object(self.0);
         let hash = entry_hash(prev, &entry);
         if let Some(fields) = entry.as_object_mut() {
             fields.insert("hash".to_owned(), Value::String(hash.to_hex()));
+            if let Some(writer) = writer {
+                let sig = writer.sign(CHAIN_DOMAIN, hash.as_bytes());
+                fields.insert("sig".to_owned(), Value::String(sig.to_string()));
+            }
         }
         let mut line = canonical_json(&entry).into_bytes();
         line.push(b'\n');
@@ -190,12 +239,41 @@ pub(crate) fn read_line(line: &[u8]) -> Result<Entry, LineFault> {
         return Err(LineFault::NotCanonical);
     }
     let stated = take_checksum(fields_of(&mut entry)?, "hash")?;
+    let sig = match fields_of(&mut entry)?.remove("sig") {
+        None => None,
+        Some(Value::String(text)) => Some(text.parse::<Signature>().map_err(|_| {
+            LineFault::Malformed("\"sig\" must be 128 lowercase hex characters".to_owned())
+        })?),
+        Some(other) => return Err(missing(Some(&other), "sig", "a string")),
+    };
     let prev = checksum_field(fields_of(&mut entry)?, "prev")?;
     let computed = entry_hash(&prev, &entry);
     if computed != stated {
         return Err(LineFault::HashMismatch { stated, computed });
     }
     let fields = fields_of(&mut entry)?;
+    let signer = match fields.remove("signer") {
+        None => None,
+        Some(Value::String(text)) => Some(
+            text.parse::<PublicKey>()
+                .map_err(|error| LineFault::Malformed(format!("\"signer\": {error}")))?,
+        ),
+        Some(other) => return Err(missing(Some(&other), "signer", "a string")),
+    };
+    let signature = match (signer, sig) {
+        (Some(signer), Some(sig)) => Some(EntrySignature { signer, sig }),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(LineFault::Malformed(
+                "the entry names a signer but has no \"sig\"".to_owned(),
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(LineFault::Malformed(
+                "the entry has a \"sig\" but names no signer".to_owned(),
+            ));
+        }
+    };
     let seq = match fields.remove("seq") {
         Some(Value::Number(n)) => n
             .as_u64()
@@ -217,6 +295,7 @@ pub(crate) fn read_line(line: &[u8]) -> Result<Entry, LineFault> {
         fields: std::mem::take(fields),
         prev,
         hash: stated,
+        signature,
     })
 }
 

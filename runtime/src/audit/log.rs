@@ -17,6 +17,7 @@ use super::verify::{EntryReader, VerifyError, VerifyErrorKind};
 use crate::call::Checksum;
 use crate::event::{Event, PartialRecord, RecordError, Recorder};
 use crate::group_commit::{Committer, GatherOptions, GroupCommit, OnFailure, Partial, Ticket};
+use crate::signature::SecretKey;
 
 /// Why the log could not open or append.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -231,6 +232,8 @@ struct Chain {
     /// The last deferred entry sealed: a failed round before it is durable loses it,
     /// and with it the log's promise, so the log is poisoned.
     deferred: u64,
+    /// The key that signs each entry, if the log is signed.
+    writer: Option<Arc<SecretKey>>,
 }
 
 /// Writes rounds of lines to the storage: one write and one sync per round.
@@ -265,7 +268,27 @@ impl AuditLog {
         storage: impl Storage + 'static,
         options: AuditOptions,
     ) -> Result<Self, AuditError> {
-        let mut storage: Box<dyn Storage> = Box::new(storage);
+        Self::open_inner(Box::new(storage), options, None)
+    }
+
+    /// Like [`open_with`](Self::open_with), and every entry appended from now on is
+    /// signed with `writer` (see [`Body::seal_signed`]): a verifier that holds its
+    /// public key ([`verify_signed`](super::verify_signed)) then refuses any entry edited,
+    /// inserted or re-hashed by someone without the key. Keep the key where the log's
+    /// readers and writers of its files cannot read it.
+    pub fn open_signed(
+        storage: impl Storage + 'static,
+        options: AuditOptions,
+        writer: Arc<SecretKey>,
+    ) -> Result<Self, AuditError> {
+        Self::open_inner(Box::new(storage), options, Some(writer))
+    }
+
+    fn open_inner(
+        mut storage: Box<dyn Storage>,
+        options: AuditOptions,
+        writer: Option<Arc<SecretKey>>,
+    ) -> Result<Self, AuditError> {
         let head_file = match storage
             .read_head()
             .map_err(|e| io_error("read the head file", e))?
@@ -344,6 +367,7 @@ impl AuditLog {
                     durable: tip,
                     poisoned: None,
                     deferred: 0,
+                    writer,
                 },
             ),
             writer: Writer {
@@ -450,7 +474,12 @@ impl AuditLog {
             let mut lines = Vec::with_capacity(bodies.len());
             for body in bodies {
                 let seq = tip.seq + 1;
-                let (bytes, hash) = body.seal(seq, crate::timestamp::now(), &tip.hash)?;
+                let (bytes, hash) = body.seal_signed(
+                    seq,
+                    crate::timestamp::now(),
+                    &tip.hash,
+                    chain.writer.as_deref(),
+                )?;
                 tip = Head { seq, hash };
                 lines.push(Line { bytes, head: tip });
                 receipts.push(Receipt { seq, hash });

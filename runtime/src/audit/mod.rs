@@ -18,9 +18,14 @@ mod provenance;
 mod storage;
 mod verify;
 
-pub use entry::{Body, Entry, EventError, GENESIS, MAX_LINE_BYTES, MAX_SEQ, RESERVED_FIELDS};
+pub use entry::{
+    Body, CHAIN_DOMAIN, Entry, EntrySignature, EventError, GENESIS, MAX_LINE_BYTES, MAX_SEQ,
+    RESERVED_FIELDS,
+};
 pub use head::{Head, HeadError};
 pub use log::{AuditError, AuditLog, AuditOptions, OpenReport, PartialAppend, Receipt, TornTail};
 pub use provenance::{OutcomeUnknown, Provenance, ProvenanceFault};
 pub use storage::{FileStorage, HEAD_FILE, LOG_FILE, Storage};
-pub use verify::{EntryReader, VerifyError, VerifyErrorKind, VerifyReport, verify};
+pub use verify::{
+    EntryReader, VerifyError, VerifyErrorKind, VerifyReport, Writers, verify, verify_signed,
+};

@@ -10,6 +10,7 @@ use super::entry::{Entry, GENESIS, LineFault, MAX_LINE_BYTES, read_line};
 use super::head::Head;
 use super::provenance::{OutcomeUnknown, Provenance, ProvenanceFault};
 use crate::call::Checksum;
+use crate::signature::PublicKey;
 
 /// A log that verified: how many entries it holds and its last entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,6 +120,33 @@ pub enum VerifyErrorKind {
     /// with no approval before it, a decision on a call never held.
     #[error("{0}")]
     Provenance(ProvenanceFault),
+    /// The verifier trusts writers' keys, and this entry is not signed.
+    #[error(
+        "the entry at byte {offset} is not signed, and only entries signed by a trusted writer are accepted"
+    )]
+    Unsigned {
+        /// Start of the line.
+        offset: u64,
+    },
+    /// The entry is signed by a key the verifier does not trust.
+    #[error("the entry at byte {offset} is signed by {signer}, which is not a trusted writer")]
+    UnknownSigner {
+        /// Start of the line.
+        offset: u64,
+        /// The key it names.
+        signer: PublicKey,
+    },
+    /// The entry's signature is not its signer's signature of its hash: the entry was
+    /// re-hashed or its signature copied from another.
+    #[error(
+        "the entry at byte {offset} has a signature that is not {signer}'s signature of its hash"
+    )]
+    BadSignature {
+        /// Start of the line.
+        offset: u64,
+        /// The key it names.
+        signer: PublicKey,
+    },
     /// The entry at the pinned head's seq is not the pinned one: the log was rewritten.
     #[error("the entry at the head's seq has hash {found}; the head pins {pinned}")]
     HeadMismatch {
@@ -147,11 +175,25 @@ pub enum VerifyErrorKind {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn verify(path: &Path, head: Option<&Head>) -> Result<VerifyReport, VerifyError> {
+    verify_signed(path, head, None)
+}
+
+/// [`verify`], and, with `writers`, every entry must be signed by one of them: then an
+/// entry edited and re-hashed, inserted, or deleted with the entries after it re-hashed,
+/// fails without a pinned head, by anyone who lacks a writer's private key.
+pub fn verify_signed(
+    path: &Path,
+    head: Option<&Head>,
+    writers: Option<&Writers>,
+) -> Result<VerifyReport, VerifyError> {
     let file = File::open(path).map_err(|error| VerifyError {
         seq: 1,
         kind: VerifyErrorKind::Io(Arc::new(error)),
     })?;
     let mut reader = EntryReader::new(BufReader::with_capacity(1 << 16, file), head.copied());
+    if let Some(writers) = writers {
+        reader = reader.with_writers(writers.clone());
+    }
     let mut provenance = Provenance::new();
     for entry in &mut reader {
         provenance.observe(&entry?);
@@ -179,6 +221,7 @@ pub fn verify(path: &Path, head: Option<&Head>) -> Result<VerifyReport, VerifyEr
 pub struct EntryReader<R> {
     reader: R,
     pinned: Option<Head>,
+    writers: Option<Writers>,
     /// Bytes of the intact entries read so far.
     good_len: u64,
     tip: Head,
@@ -193,12 +236,19 @@ impl<R: BufRead> EntryReader<R> {
         EntryReader {
             reader,
             pinned,
+            writers: None,
             good_len: 0,
             tip: Head::EMPTY,
             torn: None,
             done: false,
             line: Vec::new(),
         }
+    }
+
+    /// Accepts only entries signed by one of `writers`.
+    pub fn with_writers(mut self, writers: Writers) -> Self {
+        self.writers = Some(writers);
+        self
     }
 
     /// The last intact entry read so far.
@@ -334,6 +384,27 @@ impl<R: BufRead> Iterator for EntryReader<R> {
                 expected: self.tip.hash,
             });
         }
+        if let Some(writers) = &self.writers {
+            let fault = match &entry.signature {
+                None => Some(VerifyErrorKind::Unsigned { offset }),
+                Some(signature) if !writers.contains(&signature.signer) => {
+                    Some(VerifyErrorKind::UnknownSigner {
+                        offset,
+                        signer: signature.signer,
+                    })
+                }
+                Some(signature) if !signature.verifies(&entry.hash) => {
+                    Some(VerifyErrorKind::BadSignature {
+                        offset,
+                        signer: signature.signer,
+                    })
+                }
+                Some(_) => None,
+            };
+            if let Some(fault) = fault {
+                return self.fail(fault);
+            }
+        }
         if let Some(pinned) = self.pinned
             && pinned.seq == entry.seq
             && pinned.hash != entry.hash
@@ -347,5 +418,29 @@ impl<R: BufRead> Iterator for EntryReader<R> {
         };
         self.good_len += self.line.len() as u64;
         Some(Ok(entry))
+    }
+}
+
+/// The writers whose signatures a verifier accepts: public keys only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Writers(Vec<PublicKey>);
+
+impl Writers {
+    /// These keys.
+    pub fn new(keys: impl IntoIterator<Item = PublicKey>) -> Writers {
+        let mut keys: Vec<PublicKey> = keys.into_iter().collect();
+        keys.sort_by_key(PublicKey::to_bytes);
+        keys.dedup();
+        Writers(keys)
+    }
+
+    /// Whether `key` is one of them.
+    pub fn contains(&self, key: &PublicKey) -> bool {
+        self.0.contains(key)
+    }
+
+    /// The keys.
+    pub fn keys(&self) -> &[PublicKey] {
+        &self.0
     }
 }

@@ -8,4 +8,5 @@ mod deferred;
 mod disk;
 mod log;
 mod quarantine;
+mod signed;
 mod tamper;

@@ -29,6 +29,13 @@ use crate::call::Checksum;
 use crate::id::Id;
 use crate::timestamp;
 
+mod decision;
+
+pub use decision::{
+    AllTenants, DECISION_DOMAIN, DecisionError, DecisionStatement, DuplicateReviewer, Reviewer,
+    Reviewers, SignedDecision, Tenants,
+};
+
 /// How long an approval may wait to be claimed, unless the host says otherwise.
 pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
