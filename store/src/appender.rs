@@ -25,6 +25,7 @@ use tooltrust::group_commit::{Committer, GatherOptions, GroupCommit, OnFailure, 
 
 use crate::chain::{self, APPEND};
 use crate::engine::Engine;
+use crate::options::Authority;
 use crate::error::StoreError;
 use crate::transition::{self, DECISIONS_CHANNEL, Done, Work};
 
@@ -48,10 +49,16 @@ pub(crate) struct Job {
 struct Transactions {
     pool: AnyPool,
     engine: Engine,
+    authority: Arc<Authority>,
 }
 
 impl Appender {
-    pub(crate) fn new(pool: AnyPool, engine: Engine, gather: Duration) -> Arc<Self> {
+    pub(crate) fn new(
+        pool: AnyPool,
+        engine: Engine,
+        gather: Duration,
+        authority: Arc<Authority>,
+    ) -> Arc<Self> {
         Arc::new(Appender {
             jobs: GroupCommit::new(
                 GatherOptions {
@@ -60,7 +67,11 @@ impl Appender {
                 },
                 (),
             ),
-            transactions: Transactions { pool, engine },
+            transactions: Transactions {
+                pool,
+                engine,
+                authority,
+            },
         })
     }
 
@@ -96,7 +107,7 @@ impl Committer<Job> for Transactions {
         &self,
         batch: &mut [Job],
     ) -> impl Future<Output = Result<(), Partial<StoreError>>> + Send {
-        commit(&self.pool, self.engine, batch)
+        commit(&self.pool, self.engine, &self.authority, batch)
     }
 
     fn lost(&self) -> StoreError {
@@ -117,6 +128,7 @@ enum Abort {
 async fn commit(
     pool: &AnyPool,
     engine: Engine,
+    authority: &Authority,
     jobs: &mut [Job],
 ) -> Result<(), Partial<StoreError>> {
     let mut answers: Vec<Option<Result<Done, StoreError>>> = jobs.iter().map(|_| None).collect();
@@ -125,7 +137,7 @@ async fn commit(
         if live.is_empty() {
             break;
         }
-        match attempt(pool, engine, jobs, &live).await {
+        match attempt(pool, engine, authority, jobs, &live).await {
             Ok(done) => {
                 for (i, done) in done {
                     answers[i] = Some(Ok(done));
@@ -158,6 +170,7 @@ async fn commit(
 async fn attempt(
     pool: &AnyPool,
     engine: Engine,
+    authority: &Authority,
     jobs: &[Job],
     live: &[usize],
 ) -> Result<Vec<(usize, Done)>, Abort> {
@@ -176,7 +189,7 @@ async fn attempt(
         .collect();
     transitions.sort();
     for (_, i) in transitions {
-        let applied = match transition::apply(&mut tx, engine, &jobs[i].work).await {
+        let applied = match transition::apply(&mut tx, engine, authority, &jobs[i].work).await {
             Ok(applied) => applied,
             Err(error @ StoreError::Event(_)) => return Err(Abort::Exclude(vec![(i, error)])),
             Err(error) => return Err(Abort::Store(error)),
@@ -210,7 +223,8 @@ async fn attempt(
         let ts = crate::clock::now();
         let mut lines = Vec::new();
         for (i, bodies) in &items {
-            match chain::seal(&tenant, &mut head, bodies.clone(), &ts, &mut lines) {
+            let writer = authority.writer.as_deref();
+            match chain::seal(&tenant, &mut head, bodies.clone(), &ts, writer, &mut lines) {
                 Ok(sealed) => {
                     receipts.insert(*i, sealed);
                 }

@@ -20,6 +20,7 @@ use tooltrust::audit::{
     Body, EntryReader, GENESIS, Head, MAX_SEQ, Receipt, VerifyError, VerifyErrorKind, VerifyReport,
 };
 use tooltrust::call::Checksum;
+use tooltrust::signature::SecretKey;
 
 use crate::engine::Engine;
 use crate::error::{ChainError, StoreError};
@@ -129,13 +130,22 @@ pub(crate) fn head_of(
     Ok(Head { seq, hash })
 }
 
-/// Seals `bodies` after `head`, advancing it; on error `head` is unchanged.
+/// A sealed entry as a row holds it: its line and, for an entry about a held call, the
+/// call's id (indexed, so a claim finds the call's entries without reading the chain).
+pub(crate) struct SealedRow {
+    pub(crate) line: String,
+    pub(crate) call: Option<String>,
+}
+
+/// Seals `bodies` after `head`, advancing it, signed by `writer` if given; on error
+/// `head` is unchanged.
 pub(crate) fn seal(
     tenant: &Id,
     head: &mut Head,
     bodies: Vec<Body>,
     ts: &str,
-    lines: &mut Vec<String>,
+    writer: Option<&SecretKey>,
+    lines: &mut Vec<SealedRow>,
 ) -> Result<Vec<Receipt>, StoreError> {
     if head.seq + bodies.len() as u64 > MAX_SEQ {
         return Err(StoreError::ChainFull(tenant.clone()));
@@ -145,9 +155,16 @@ pub(crate) fn seal(
     let mut receipts = Vec::with_capacity(bodies.len());
     for body in bodies {
         let seq = tip.seq + 1;
-        let (mut line, hash) = body.seal(seq, ts.to_owned(), &tip.hash)?;
+        let call = body
+            .field("call")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let (mut line, hash) = body.seal_signed(seq, ts.to_owned(), &tip.hash, writer)?;
         line.pop(); // the newline: a row holds the line alone
-        sealed.push(String::from_utf8_lossy(&line).into_owned());
+        sealed.push(SealedRow {
+            line: String::from_utf8_lossy(&line).into_owned(),
+            call,
+        });
         receipts.push(Receipt { seq, hash });
         tip = Head { seq, hash };
     }
@@ -164,7 +181,7 @@ pub(crate) async fn write_entries(
     engine: Engine,
     tenant: &Id,
     first_seq: u64,
-    lines: &[String],
+    lines: &[SealedRow],
     head: Head,
 ) -> Result<(), StoreError> {
     let error = |e| engine.error(APPEND, e);
@@ -177,11 +194,12 @@ pub(crate) async fn write_entries(
             .unwrap_or(1);
         let (now, later) = rest.split_at(chunk);
         let mut query = sqlx::query(AssertSqlSafe(insert_statement(chunk)));
-        for line in now {
+        for row in now {
             query = query
                 .bind(tenant.as_str())
                 .bind(seq as i64)
-                .bind(line.as_str());
+                .bind(row.line.as_str())
+                .bind(row.call.as_deref());
             seq += 1;
         }
         if let Err(e) = query.execute(&mut **tx).await {
@@ -208,15 +226,22 @@ pub(crate) async fn write_entries(
     Ok(())
 }
 
-/// `INSERT INTO chain_entry (tenant, seq, line) VALUES ($1, $2, $3), …` for `rows` rows.
+/// `INSERT INTO chain_entry (tenant, seq, line, call) VALUES ($1, $2, $3, $4), …` for
+/// `rows` rows.
 fn insert_statement(rows: usize) -> String {
-    let mut sql = String::from("INSERT INTO chain_entry (tenant, seq, line) VALUES ");
+    let mut sql = String::from("INSERT INTO chain_entry (tenant, seq, line, call) VALUES ");
     for row in 0..rows {
         if row > 0 {
             sql.push_str(", ");
         }
-        let n = row * 3;
-        sql.push_str(&format!("(${}, ${}, ${})", n + 1, n + 2, n + 3));
+        let n = row * 4;
+        sql.push_str(&format!(
+            "(${}, ${}, ${}, ${})",
+            n + 1,
+            n + 2,
+            n + 3,
+            n + 4
+        ));
     }
     sql
 }
@@ -400,7 +425,7 @@ mod tests {
     fn insert_statements_number_their_parameters() {
         assert_eq!(
             insert_statement(2),
-            "INSERT INTO chain_entry (tenant, seq, line) VALUES ($1, $2, $3), ($4, $5, $6)"
+            "INSERT INTO chain_entry (tenant, seq, line, call) VALUES ($1, $2, $3, $4), ($5, $6, $7, $8)"
         );
     }
 
@@ -413,7 +438,7 @@ mod tests {
             Body::of(&serde_json::json!({"event": "a"})).unwrap(),
             Body::of(&serde_json::json!({"event": "b"})).unwrap(),
         ];
-        let receipts = seal(&tenant, &mut head, bodies, "t", &mut lines).unwrap();
+        let receipts = seal(&tenant, &mut head, bodies, "t", None, &mut lines).unwrap();
         assert_eq!(receipts.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2]);
         assert_eq!(
             head,
@@ -422,7 +447,7 @@ mod tests {
                 hash: receipts[1].hash
             }
         );
-        assert!(names(&lines[1], head) && !names(&lines[0], head));
+        assert!(names(&lines[1].line, head) && !names(&lines[0].line, head));
 
         let huge = "x".repeat(tooltrust::audit::MAX_LINE_BYTES);
         let bodies = vec![
@@ -431,7 +456,7 @@ mod tests {
         ];
         let before = head;
         assert!(matches!(
-            seal(&tenant, &mut head, bodies, "t", &mut lines),
+            seal(&tenant, &mut head, bodies, "t", None, &mut lines),
             Err(StoreError::Event(_))
         ));
         assert_eq!((head, lines.len()), (before, 2));

@@ -19,6 +19,38 @@ pub enum StoreError {
     /// The SQLite file does not exist and the store was opened without creating it.
     #[error("no store at {0}: the SQLite file does not exist")]
     NotFound(std::path::PathBuf),
+    /// A file of the store (the SQLite file or a journal beside it) belongs to another
+    /// user than this process's. Its owner can read and change it whatever its mode, so
+    /// the store does not open it: open the store as its owner, or give the file to this
+    /// user (`chown`).
+    #[error(
+        "{} belongs to uid {owner}, not to this process's user (uid {user}): open the store as uid {owner}, or give the file to uid {user} (chown) and make it owner-only (chmod 600)",
+        path.display()
+    )]
+    NotOwned {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The uid that owns it.
+        owner: u32,
+        /// This process's (effective) uid.
+        user: u32,
+    },
+    /// A file of the store (the SQLite file or a journal beside it) is open to others
+    /// than its owner, and the store could not make it owner-only: nothing was opened.
+    /// Its owner makes it owner-only (`chmod 600`).
+    #[error(
+        "{} has mode {mode:04o}, open to others than its owner, and the store cannot make it owner-only: run `chmod 600` on it as its owner",
+        path.display()
+    )]
+    NotOwnerOnly {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its mode (permission bits).
+        mode: u32,
+        /// Why its mode could not be changed.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
     /// An option has a value the store cannot use.
     #[error("store option {option}: {reason}")]
     BadOption {
@@ -214,6 +246,19 @@ pub enum DecideError {
         /// When it expired.
         expired_at: String,
     },
+    /// The decision is not one a known reviewer signed for this call and tenant: without
+    /// a reviewer's private key, nothing is decided.
+    #[error("the decision on call {id} does not count: {reason}")]
+    Unauthorized {
+        /// The call.
+        id: Id,
+        /// Why the signature or statement was refused.
+        reason: tooltrust::held::DecisionError,
+    },
+    /// The call's row exists, but the audit chain holds no record of its hold: the row
+    /// was written outside the review queue.
+    #[error("call {0} was never recorded as held in the audit chain: refused")]
+    NeverHeld(Id),
     /// A decision needs a reason.
     #[error("a decision needs a reason")]
     NoReason,
@@ -279,6 +324,15 @@ pub enum ClaimError {
         "call {0} reads approved, but the audit chain holds no decision approving it: the row was changed outside the review queue; refused"
     )]
     NoRecordedApproval(Id),
+    /// The approving decision in the chain does not carry a signature of a reviewer
+    /// this host trusts for the call's tenant, or does not match the call's hold.
+    #[error("the approval of call {id} does not count: {reason}")]
+    Unauthorized {
+        /// The call.
+        id: Id,
+        /// Why the signed decision was refused.
+        reason: tooltrust::held::DecisionError,
+    },
     /// Another transition of the lifecycle was refused.
     #[error("call {id}: {reason}")]
     Refused {

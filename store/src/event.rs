@@ -54,6 +54,8 @@ pub enum StoreEvent<'a> {
         decision: HeldStatus,
         /// Why.
         reason: &'a str,
+        /// The reviewer's signed statement: what a claim checks.
+        signed: &'a tooltrust::held::SignedDecision,
     },
     /// A decision was refused (the call was decided already, or the reviewer is the
     /// scope's author); nothing changed.

@@ -1,8 +1,11 @@
 //! How a store is opened.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tooltrust::Id;
+use tooltrust::held::Reviewers;
+use tooltrust::signature::SecretKey;
 
 /// How [`Store::open`](crate::Store::open) opens a store. The defaults suit both
 /// engines; the engine-specific fields are ignored by the other engine.
@@ -33,6 +36,15 @@ pub struct StoreOptions {
     /// max_page_count`); `None` leaves SQLite's own limit. Past it every write fails
     /// with [`StoreError::Full`](crate::StoreError::Full), exactly as on a full disk.
     pub sqlite_max_pages: Option<u32>,
+    /// Who may decide held calls: the reviewers' public keys and tenants (default: none,
+    /// so no decision counts). A decision counts only with its reviewer's signature, both
+    /// when it is made and when its approval is claimed; write access to the database
+    /// approves nothing.
+    pub reviewers: Arc<Reviewers>,
+    /// The key this process signs its chain entries with (default: none, entries
+    /// unsigned). A verifier that holds its public key refuses any entry edited, inserted
+    /// or re-hashed without it.
+    pub writer: Option<Arc<SecretKey>>,
 }
 
 impl Default for StoreOptions {
@@ -45,6 +57,8 @@ impl Default for StoreOptions {
             gather: Duration::from_micros(100),
             postgres_schema: None,
             sqlite_max_pages: None,
+            reviewers: Arc::new(Reviewers::new()),
+            writer: None,
         }
     }
 }
@@ -53,4 +67,12 @@ impl Default for StoreOptions {
 pub fn default_tenant() -> Id {
     // A literal that satisfies the id grammar.
     Id::new("default").unwrap_or_else(|_| unreachable!("\"default\" is a valid id"))
+}
+
+/// What gives a store's writes their authority: the reviewers whose signed decisions
+/// count, and the key that signs this process's chain entries.
+#[derive(Debug, Clone)]
+pub(crate) struct Authority {
+    pub(crate) reviewers: Arc<Reviewers>,
+    pub(crate) writer: Option<Arc<SecretKey>>,
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use sqlx::{AssertSqlSafe, Row};
 use tooltrust::Id;
-use tooltrust::held::{Binding, HeldStatus};
+use tooltrust::held::{Binding, HeldStatus, SignedDecision};
 
 use crate::clock;
 use crate::error::{ClaimError, DecideError, HoldError, StoreError, WaitError};
@@ -158,23 +158,23 @@ impl Store {
         row.as_ref().map(from_row).transpose()
     }
 
-    /// Decides on a held call: approves or rejects it, as `reviewer`, for `reason`.
+    /// Records a reviewer's signed decision on a held call: approves or rejects it.
     ///
-    /// Atomic: only a pending call can be decided, and only by someone other than the
+    /// The decision counts only if a reviewer of [`StoreOptions::reviewers`](crate::StoreOptions::reviewers)
+    /// signed it with their key, may decide for the call's tenant, and its statement
+    /// binds exactly the call the chain recorded as held (tenant, scope, tool, checksum,
+    /// upstream, expiry): write access to the database decides nothing. Make the
+    /// statement with [`PendingCall::statement`] and sign it with the reviewer's
+    /// [`SecretKey`](tooltrust::signature::SecretKey).
+    ///
+    /// Atomic: only a held call can be decided, and only by someone other than the
     /// author of the scope that made it; the status change and its `call_decided`
-    /// entry in the tenant's chain commit together (and, on PostgreSQL, a notification
-    /// wakes the processes waiting for it). When two reviewers decide at once, one
-    /// succeeds and the other gets [`DecideError::AlreadyDecided`]. A refusal changes
-    /// nothing; one by the author, or of a decided call, is itself recorded in the
-    /// chain as `call_decision_refused`. Decisions are group-committed with the
-    /// process's other chain writes.
-    pub async fn decide(
-        &self,
-        id: &Id,
-        reviewer: &Id,
-        approve: bool,
-        reason: &str,
-    ) -> Result<PendingCall, DecideError> {
+    /// entry (with the signed statement) commit together (and, on PostgreSQL, a
+    /// notification wakes the processes waiting for it). When two reviewers decide at
+    /// once, one succeeds and the other gets [`DecideError::AlreadyDecided`]. A refusal
+    /// changes nothing but its own `call_decision_refused` entry.
+    pub async fn decide(&self, signed: &SignedDecision) -> Result<PendingCall, DecideError> {
+        let reason = &signed.statement.reason;
         if reason.trim().is_empty() {
             return Err(DecideError::NoReason);
         }
@@ -184,16 +184,14 @@ impl Store {
                 max: MAX_REASON_BYTES,
             });
         }
+        let id = &signed.statement.call;
         let Some(tenant) = self.tenant_of(id).await? else {
             return Err(DecideError::UnknownCall(id.clone()));
         };
-        let work = Work::Decide {
-            call: id.clone(),
-            reviewer: reviewer.clone(),
-            approve,
-            reason: reason.to_owned(),
-        };
-        match self.submit(&tenant, work).await? {
+        match self
+            .submit(&tenant, Work::Decide(Box::new(signed.clone())))
+            .await?
+        {
             Done::Decided(decided) => decided,
             _ => Err(StoreError::Closed.into()),
         }
@@ -205,8 +203,10 @@ impl Store {
     ///
     /// `binding` names the call about to run, as the caller's gate just held it again:
     /// its tenant, its scope, its tool, its checksum and its upstream. The approval is
-    /// spent only on a call that matches all of it, before its expiry, and only if the
-    /// chain holds the approving decision (a row set to approved by anything but
+    /// spent only on a call that matches all of it, before the hold's expiry, and only if
+    /// the chain holds the call's hold and an approving decision signed by a reviewer
+    /// this store trusts for exactly that hold and binding, and no claim of it yet (a row
+    /// set to approved, or set back to approved after it ran, by anything but
     /// [`Store::decide`] is refused, and the refusal recorded). Claim after the gate has
     /// decided the call again, run it only after this returns `Ok`, then record how it
     /// ended with [`Store::finish_claimed`]. A second claim is refused.

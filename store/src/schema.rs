@@ -38,10 +38,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0003_lifecycle.sql"),
         postgres: include_str!("../migrations/postgres/0003_lifecycle.sql"),
     },
+    Migration {
+        version: 4,
+        sqlite: include_str!("../migrations/sqlite/0004_signed.sql"),
+        postgres: include_str!("../migrations/postgres/0004_signed.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 impl Migration {
     fn sql(&self, engine: Engine) -> &'static str {

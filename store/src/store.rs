@@ -15,7 +15,7 @@ use crate::chain;
 use crate::engine::{self, Engine};
 use crate::error::{ChainError, StoreError};
 use crate::location::Location;
-use crate::options::StoreOptions;
+use crate::options::{Authority, StoreOptions};
 use crate::schema;
 use crate::transition::{Done, Work};
 
@@ -51,6 +51,8 @@ pub(crate) struct Shared {
     pub(crate) engine: Engine,
     pub(crate) location: Location,
     gather: Duration,
+    /// Whose decisions count, and the key that signs this process's entries.
+    pub(crate) authority: Arc<Authority>,
     /// One appender per chain, started on first use: chains do not share a head, so
     /// their batches commit side by side.
     appenders: Mutex<HashMap<Id, Arc<Appender>>>,
@@ -82,6 +84,10 @@ impl Store {
                 engine,
                 location: location.clone(),
                 gather: options.gather,
+                authority: Arc::new(Authority {
+                    reviewers: options.reviewers,
+                    writer: options.writer,
+                }),
                 appenders: Mutex::new(HashMap::new()),
             }),
             tenant: options.tenant,
@@ -108,6 +114,11 @@ impl Store {
     /// Where the store lives.
     pub fn location(&self) -> &Location {
         &self.shared.location
+    }
+
+    /// The reviewers whose signed decisions this store accepts.
+    pub fn reviewers(&self) -> &tooltrust::held::Reviewers {
+        &self.shared.authority.reviewers
     }
 
     /// The tenant this handle works for.
@@ -195,6 +206,7 @@ impl Store {
                         self.shared.pool.clone(),
                         self.shared.engine,
                         self.shared.gather,
+                        self.shared.authority.clone(),
                     )
                 })
                 .clone()

@@ -9,7 +9,10 @@ use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 use tooltrust::audit::{Body, Receipt};
 use tooltrust::call::Checksum;
 use tooltrust::canonical::canonical_json;
-use tooltrust::held::{Binding, HeldStatus, Lifecycle, LifecycleError, StatusParseError};
+use tooltrust::held::{
+    Binding, DecisionStatement, HeldStatus, Lifecycle, LifecycleError, SignedDecision,
+    StatusParseError,
+};
 use tooltrust::registry::CatalogEntry;
 use tooltrust::{Id, ToolCall};
 
@@ -17,6 +20,7 @@ use crate::clock;
 use crate::engine::Engine;
 use crate::error::{ClaimError, DecideError, HoldError, StoreError};
 use crate::event::StoreEvent;
+use crate::options::Authority;
 
 /// A call the gate held for review, with its decision once there is one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -62,6 +66,9 @@ pub struct PendingCall {
     /// After this moment (RFC 3339) the call can be neither decided nor claimed: it
     /// expires. `None`: never.
     pub expires_at: Option<String>,
+    /// The reviewer's signed decision, once decided (for display: a claim reads the
+    /// decision from the audit chain and checks its signature there).
+    pub decision: Option<SignedDecision>,
 }
 
 impl PendingCall {
@@ -98,7 +105,20 @@ impl PendingCall {
             expires_at: Some(tooltrust::held::expiry_after(
                 tooltrust::held::DEFAULT_APPROVAL_TTL,
             )),
+            decision: None,
         }
+    }
+
+    /// The statement a reviewer signs to decide this call: everything an approval binds,
+    /// the verdict, the reason, the reviewer, now, and the call's expiry. Sign it with
+    /// [`DecisionStatement::sign`] and hand it to [`Store::decide`](crate::Store::decide).
+    pub fn statement(
+        &self,
+        approve: bool,
+        reason: impl Into<String>,
+        reviewer: Id,
+    ) -> DecisionStatement {
+        DecisionStatement::new(self.id.clone(), &self.lifecycle(), approve, reason, reviewer)
     }
 
     /// What an approval of the call is bound to.
@@ -147,7 +167,7 @@ impl PendingCall {
 /// The columns of a call, in the order [`from_row`] reads them.
 pub(crate) const COLUMNS: &str = "id, tenant, tool, args, checksum, rule, reason, scope, author, \
     principal_request, context, status, created_at, decided_by, decision_reason, decided_at, \
-    declaration, upstream, expires_at";
+    declaration, upstream, expires_at, decision";
 
 /// The PostgreSQL channel that carries the ids of decided calls.
 pub(crate) const DECISIONS_CHANNEL: &str = "tooltrust_decisions";
@@ -163,13 +183,9 @@ pub(crate) const FINISH: &str = "record how a claimed call ended";
 pub(crate) enum Work {
     /// Entries for a tenant's chain.
     Append { tenant: Id, bodies: Vec<Body> },
-    /// A decision on a held call (its entry goes to the call's tenant's chain).
-    Decide {
-        call: Id,
-        reviewer: Id,
-        approve: bool,
-        reason: String,
-    },
+    /// A reviewer's signed decision on a held call (its entry goes to the call's
+    /// tenant's chain).
+    Decide(Box<SignedDecision>),
     /// A call to hold (its entry goes to the call's tenant's chain with it).
     Hold(Box<PendingCall>),
     /// A claim to run an approved call, for the call `binding` names.
@@ -185,9 +201,8 @@ impl Work {
     pub(crate) fn call(&self) -> Option<&Id> {
         match self {
             Work::Append { .. } => None,
-            Work::Decide { call, .. } | Work::Claim { call, .. } | Work::Finish { call, .. } => {
-                Some(call)
-            }
+            Work::Decide(signed) => Some(&signed.statement.call),
+            Work::Claim { call, .. } | Work::Finish { call, .. } => Some(call),
             Work::Hold(held) => Some(&held.id),
         }
     }
@@ -249,17 +264,13 @@ pub(crate) struct Applied {
 pub(crate) async fn apply(
     tx: &mut Transaction<'static, Any>,
     engine: Engine,
+    authority: &Authority,
     work: &Work,
 ) -> Result<Applied, StoreError> {
     match work {
-        Work::Decide {
-            call,
-            reviewer,
-            approve,
-            reason,
-        } => decide_in(tx, engine, call, reviewer, *approve, reason).await,
+        Work::Decide(signed) => decide_in(tx, engine, authority, signed).await,
         Work::Hold(held) => hold_in(tx, engine, held).await,
-        Work::Claim { call, binding } => claim_in(tx, engine, call, binding).await,
+        Work::Claim { call, binding } => claim_in(tx, engine, authority, call, binding).await,
         Work::Finish { call, ran } => finish_in(tx, engine, call, *ran).await,
         // The appender writes appends itself; it never passes them here.
         Work::Append { .. } => Ok(Applied {
@@ -350,11 +361,13 @@ async fn held_before_the_lifecycle(
 async fn decide_in(
     tx: &mut Transaction<'static, Any>,
     engine: Engine,
-    id: &Id,
-    reviewer: &Id,
-    approve: bool,
-    reason: &str,
+    authority: &Authority,
+    signed: &SignedDecision,
 ) -> Result<Applied, StoreError> {
+    let statement = &signed.statement;
+    let id = &statement.call;
+    let reviewer = &statement.reviewer;
+    let approve = statement.approves();
     let Some(mut call) = select_for_update(tx, engine, id, DECIDE).await? else {
         return Ok(Applied {
             entry: None,
@@ -362,7 +375,49 @@ async fn decide_in(
         });
     };
     let now = clock::now();
+    let refused = |refusal: DecideError, why: String| -> Result<Applied, StoreError> {
+        let event = StoreEvent::CallDecisionRefused {
+            call: id,
+            reviewer,
+            approve,
+            refusal: &why,
+        };
+        Ok(Applied {
+            entry: Some((call.tenant.clone(), vec![Body::of(&event)?])),
+            done: Done::Decided(Err(refusal)),
+        })
+    };
+    // What was held is the chain's to say, not the row's: a decision binds the hold.
+    let entries = call_entries(tx, engine, &call.tenant, DECIDE, id).await?;
+    let backfill = match held_in_chain(&entries, &call) {
+        Some(held) => {
+            call.scope = held.binding.scope.clone();
+            call.tool = held.binding.tool.clone();
+            call.checksum = held.binding.checksum;
+            call.upstream = held.binding.upstream.clone();
+            call.author = held.author.clone();
+            call.expires_at = held.expires_at.clone();
+            false
+        }
+        None if held_before_the_lifecycle(tx, engine, &call).await? => true,
+        None => {
+            return refused(
+                DecideError::NeverHeld(id.clone()),
+                "never recorded as held".to_owned(),
+            );
+        }
+    };
     let mut lifecycle = call.lifecycle();
+    if let Err(reason) = authority.reviewers.check(signed, id, &lifecycle) {
+        let why = reason.to_string();
+        return refused(
+            DecideError::Unauthorized {
+                id: id.clone(),
+                reason,
+            },
+            why,
+        );
+    }
     if let Err(error) = lifecycle.decide(reviewer, approve, &now) {
         let (refusal, why) = match error {
             LifecycleError::AuthorCannotDecide(_) => (
@@ -392,35 +447,34 @@ async fn decide_in(
                 format!("already {}", call.status),
             ),
         };
-        let event = StoreEvent::CallDecisionRefused {
-            call: id,
-            reviewer,
-            approve,
-            refusal: &why,
-        };
-        return Ok(Applied {
-            entry: Some((call.tenant.clone(), vec![Body::of(&event)?])),
-            done: Done::Decided(Err(refusal)),
-        });
+        return refused(refusal, why);
     }
+    let reason = statement.reason.as_str();
     call.status = lifecycle.status;
     call.decided_by = Some(reviewer.clone());
     call.decision_reason = Some(reason.to_owned());
     call.decided_at = Some(now);
+    call.decision = Some(signed.clone());
+    let decision = serde_json::to_string(signed).map_err(|e| StoreError::CorruptRow {
+        table: "pending_call",
+        key: id.to_string(),
+        reason: format!("decision: {e}"),
+    })?;
     sqlx::query(
         "UPDATE pending_call SET status = $1, decided_by = $2, decision_reason = $3, \
-         decided_at = $4 WHERE id = $5",
+         decided_at = $4, decision = $5 WHERE id = $6",
     )
     .bind(call.status.as_str())
     .bind(reviewer.as_str())
     .bind(reason)
     .bind(call.decided_at.as_deref())
+    .bind(decision)
     .bind(id.as_str())
     .execute(&mut **tx)
     .await
     .map_err(|e| engine.error(DECIDE, e))?;
     let mut bodies = Vec::with_capacity(2);
-    if held_before_the_lifecycle(tx, engine, &call).await? {
+    if backfill {
         // Held before the store recorded holds: its hold is recorded now, marked so, and
         // the decision follows it.
         bodies.push(Body::of(&held_event(&call, true))?);
@@ -434,6 +488,7 @@ async fn decide_in(
         reviewer,
         decision: call.status,
         reason,
+        signed,
     };
     bodies.push(Body::of(&event)?);
     Ok(Applied {
@@ -445,6 +500,7 @@ async fn decide_in(
 async fn claim_in(
     tx: &mut Transaction<'static, Any>,
     engine: Engine,
+    authority: &Authority,
     id: &Id,
     binding: &Binding,
 ) -> Result<Applied, StoreError> {
@@ -454,8 +510,9 @@ async fn claim_in(
             done: Done::Claimed(Err(ClaimError::UnknownCall(id.clone()))),
         });
     };
+    let now = clock::now();
     let mut lifecycle = call.lifecycle();
-    let refusal = match lifecycle.claim(binding, &clock::now()) {
+    let refusal = match lifecycle.claim(binding, &now) {
         Err(LifecycleError::Expired(at)) => {
             set_status(tx, engine, id, HeldStatus::Expired, CLAIM).await?;
             Some(ClaimError::Expired {
@@ -485,18 +542,17 @@ async fn claim_in(
             id: id.clone(),
             reason: error.to_string(),
         }),
-        // An approval is the chain's to vouch for, not the row's: a row set to approved
-        // by a hand on the database, with no decision recorded, spends nothing.
-        Ok(()) if !approval_in_chain(tx, engine, &call).await? => {
-            Some(ClaimError::NoRecordedApproval(id.clone()))
-        }
-        Ok(()) => None,
+        // The row says approved; the chain must say so too, with a reviewer's signature.
+        Ok(()) => approval_in_chain(tx, engine, authority, &call, binding, &now)
+            .await?
+            .err(),
     };
     if let Some(refusal) = refusal {
         // Refusals that say something is wrong with the row or the claim are recorded;
-        // a second claim of a call already claimed is the ordinary race, and is not.
+        // a second claim of a call the row shows claimed is the ordinary race, and is not.
         let entry = match &refusal {
-            ClaimError::AlreadyClaimed { .. } | ClaimError::NotApproved { .. } => None,
+            ClaimError::AlreadyClaimed { status, .. } if *status != HeldStatus::Approved => None,
+            ClaimError::NotApproved { .. } => None,
             refusal => {
                 let why = refusal.to_string();
                 let event = StoreEvent::CallClaimRefused {
@@ -579,41 +635,126 @@ async fn set_status(
     Ok(())
 }
 
-/// Whether the call's tenant's chain holds the decision that approved it: a
-/// `call_decided` entry naming the same call, checksum and reviewer, with decision
-/// `approved`.
+/// Whether the chain vouches for spending the approval of `call` on the call `binding`
+/// names, now: the chain records the call's hold, an approving decision that a reviewer
+/// this store trusts signed for exactly that hold and this binding, before its expiry,
+/// and no claim of it yet. Every part is read from the chain's lines (found through the
+/// call's index) and checked; the row and the index vouch for nothing.
 async fn approval_in_chain(
     tx: &mut Transaction<'static, Any>,
     engine: Engine,
+    authority: &Authority,
     call: &PendingCall,
-) -> Result<bool, StoreError> {
-    // The LIKE narrows the search; each line found is then read as JSON and compared
-    // field by field (an id's `_` is a LIKE wildcard, which only widens the search).
-    let pattern = format!("%\"call\":\"{}\"%", call.id);
+    binding: &Binding,
+    now: &str,
+) -> Result<Result<(), ClaimError>, StoreError> {
+    let id = &call.id;
+    let entries = call_entries(tx, engine, &call.tenant, CLAIM, id).await?;
+    if entries
+        .iter()
+        .any(|entry| matches!(event_of(entry), Some("call_claimed" | "call_finished")))
+    {
+        // The row was set back to approved: the chain already spent this approval.
+        return Ok(Err(ClaimError::AlreadyClaimed {
+            id: id.clone(),
+            status: HeldStatus::Approved,
+        }));
+    }
+    let Some(held) = held_in_chain(&entries, call) else {
+        return Ok(Err(ClaimError::NoRecordedApproval(id.clone())));
+    };
+    let Some(signed) = entries
+        .iter()
+        .rev()
+        .filter(|entry| event_of(entry) == Some("call_decided"))
+        .find_map(|entry| entry.get("signed"))
+    else {
+        return Ok(Err(ClaimError::NoRecordedApproval(id.clone())));
+    };
+    let Ok(signed) = serde_json::from_value::<SignedDecision>(signed.clone()) else {
+        return Ok(Err(ClaimError::NoRecordedApproval(id.clone())));
+    };
+    if let Err(reason) = authority.reviewers.check(&signed, id, &held) {
+        return Ok(Err(ClaimError::Unauthorized {
+            id: id.clone(),
+            reason,
+        }));
+    }
+    if !signed.statement.approves() {
+        return Ok(Err(ClaimError::NoRecordedApproval(id.clone())));
+    }
+    if let Some(field) = signed.statement.binding().mismatch(binding) {
+        return Ok(Err(ClaimError::BindingMismatch {
+            id: id.clone(),
+            field,
+        }));
+    }
+    if held.expired_at(now) {
+        return Ok(Err(ClaimError::Expired {
+            id: id.clone(),
+            expired_at: held.expires_at.clone().unwrap_or_default(),
+        }));
+    }
+    Ok(Ok(()))
+}
+
+/// The entries of `tenant`'s chain about held call `id`, oldest first, found through the
+/// `call` index and kept only if their own line names the call.
+async fn call_entries(
+    tx: &mut Transaction<'static, Any>,
+    engine: Engine,
+    tenant: &Id,
+    op: &'static str,
+    id: &Id,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, StoreError> {
     let rows = sqlx::query(
-        "SELECT line FROM chain_entry WHERE tenant = $1 AND line LIKE $2 \
-         AND line LIKE '%\"event\":\"call_decided\"%'",
+        "SELECT line FROM chain_entry WHERE tenant = $1 AND call = $2 ORDER BY seq",
     )
-    .bind(call.tenant.as_str())
-    .bind(pattern)
+    .bind(tenant.as_str())
+    .bind(id.as_str())
     .fetch_all(&mut **tx)
     .await
-    .map_err(|e| engine.error(CLAIM, e))?;
-    let checksum = call.checksum.to_hex();
-    Ok(rows.iter().any(|row| {
-        let Ok(line) = row.try_get::<String, _>(0) else {
-            return false;
-        };
-        let Ok(entry) = serde_json::from_str::<serde_json::Value>(&line) else {
-            return false;
-        };
-        let field = |name: &str| entry.get(name).and_then(|value| value.as_str());
-        field("event") == Some("call_decided")
-            && field("call") == Some(call.id.as_str())
-            && field("checksum") == Some(checksum.as_str())
-            && field("decision") == Some(HeldStatus::Approved.as_str())
-            && field("reviewer") == call.decided_by.as_ref().map(Id::as_str)
-    }))
+    .map_err(|e| engine.error(op, e))?;
+    Ok(rows
+        .iter()
+        .filter_map(|row| row.try_get::<String, _>(0).ok())
+        .filter_map(|line| match serde_json::from_str(&line) {
+            Ok(serde_json::Value::Object(entry)) => Some(entry),
+            _ => None,
+        })
+        .filter(|entry| {
+            entry.get("call").and_then(serde_json::Value::as_str) == Some(id.as_str())
+        })
+        .collect())
+}
+
+fn event_of(entry: &serde_json::Map<String, serde_json::Value>) -> Option<&str> {
+    entry.get("event").and_then(serde_json::Value::as_str)
+}
+
+/// The call as the chain's `call_held` entry recorded it (the first, if any), in the
+/// call's tenant, with the row's status.
+fn held_in_chain(
+    entries: &[serde_json::Map<String, serde_json::Value>],
+    call: &PendingCall,
+) -> Option<Lifecycle> {
+    let entry = entries
+        .iter()
+        .find(|entry| event_of(entry) == Some("call_held"))?;
+    let text = |name: &str| entry.get(name).and_then(serde_json::Value::as_str);
+    Some(Lifecycle {
+        status: call.status,
+        binding: Binding {
+            tenant: call.tenant.clone(),
+            scope: Id::new(text("scope")?).ok()?,
+            tool: text("tool")?.to_owned(),
+            checksum: text("checksum")?.parse().ok()?,
+            upstream: text("upstream").map(str::to_owned),
+        },
+        author: Id::new(text("author")?).ok()?,
+        reviewer: call.decided_by.clone(),
+        expires_at: text("expires_at").map(str::to_owned),
+    })
 }
 
 async fn select_for_update(
@@ -678,5 +819,11 @@ pub(crate) fn from_row(row: &AnyRow) -> Result<PendingCall, StoreError> {
         declaration: optional(16, "declaration")?,
         upstream: optional(17, "upstream")?,
         expires_at: optional(18, "expires_at")?,
+        decision: optional(19, "decision")?
+            .map(|text| {
+                serde_json::from_str::<SignedDecision>(&text)
+                    .map_err(|e| corrupt("decision", &e.to_string()))
+            })
+            .transpose()?,
     })
 }
