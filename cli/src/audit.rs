@@ -9,8 +9,9 @@ use serde_json::Value;
 use tooltrust::Id;
 use tooltrust::audit::{
     Entry, EntryReader, HEAD_FILE, Head, HeadError, LOG_FILE, VerifyError, VerifyErrorKind,
-    VerifyReport, verify,
+    VerifyReport, Writers, verify_signed,
 };
+use tooltrust::signature::PublicKey;
 use tooltrust_store::{ChainError, Location, STORE_ENV};
 
 use crate::store::{self, StoreArgs, parse_id};
@@ -37,7 +38,16 @@ pub enum AuditCommand {
         /// The tenant whose chain to verify in a store.
         #[arg(long, value_parser = parse_id, default_value = "default")]
         tenant: Id,
+        /// The public key (`ed25519:…`, as `tooltrust audit keygen` prints it) of a
+        /// process that writes the chain; repeat it for each. With it, every entry must
+        /// be signed by one of them, so an entry edited, inserted or re-hashed by someone
+        /// without a writer's private key fails, with or without --head.
+        #[arg(long = "writer", value_name = "PUBLIC_KEY")]
+        writers: Vec<PublicKey>,
     },
+    /// Makes a chain writer's key pair: writes the private key to a new file readable by
+    /// its owner only and prints the public key, which `audit verify --writer` takes.
+    Keygen(crate::key::KeygenArgs),
     /// Prints an audit log's entries for a human, then whether it verifies (against
     /// the head file beside it, when there is one).
     ///
@@ -72,6 +82,9 @@ pub enum Error {
     /// The output cannot be written.
     #[error("cannot write the output: {0}")]
     Write(#[from] io::Error),
+    /// A key could not be made.
+    #[error(transparent)]
+    Key(#[from] crate::key::Error),
 }
 
 /// Runs a command; `Ok(false)` means the log failed verification.
@@ -82,15 +95,20 @@ pub fn run(command: AuditCommand, out: &mut impl Write) -> Result<bool, Error> {
             head,
             store,
             tenant,
+            writers,
         } => {
             let head = head.map(Head::read).transpose()?;
+            let writers = (!writers.is_empty()).then(|| Writers::new(writers));
             match (file, store.location()?) {
-                (Some(file), _) => verify_file(&file, head, out),
-                (None, Some(location)) => verify_store(&location, tenant, head, out),
+                (Some(file), _) => verify_file(&file, head, writers.as_ref(), out),
+                (None, Some(location)) => {
+                    verify_store(&location, tenant, head, writers.as_ref(), out)
+                }
                 (None, None) => Err(Error::NothingToVerify),
             }
         }
         AuditCommand::Show { file } => show(&file, out),
+        AuditCommand::Keygen(args) => Ok(crate::key::keygen(&args, out)?),
     }
 }
 
@@ -110,13 +128,18 @@ fn head_beside(file: &Path) -> Result<Option<Head>, Error> {
 /// Verifies against the pinned head and the one beside the log: the pinned head proves
 /// the log was not rewritten since it was taken, the one beside it that no entry was
 /// cut off the end since the last append.
-fn verify_file(file: &Path, pinned: Option<Head>, out: &mut impl Write) -> Result<bool, Error> {
+fn verify_file(
+    file: &Path,
+    pinned: Option<Head>,
+    writers: Option<&Writers>,
+    out: &mut impl Write,
+) -> Result<bool, Error> {
     let beside = head_beside(file)?;
-    let mut result = verify(file, pinned.as_ref());
+    let mut result = verify_signed(file, pinned.as_ref(), writers);
     if let (Ok(_), Some(beside)) = (&result, beside)
         && pinned != Some(beside)
     {
-        result = verify(file, Some(&beside));
+        result = verify_signed(file, Some(&beside), writers);
     }
     report(file, result, out)
 }
@@ -125,10 +148,17 @@ fn verify_store(
     location: &Location,
     tenant: Id,
     head: Option<Head>,
+    writers: Option<&Writers>,
     out: &mut impl Write,
 ) -> Result<bool, Error> {
     let (runtime, store) = store::open(location)?;
-    let result = runtime.block_on(store.for_tenant(tenant).verify_chain(head));
+    let store = store.for_tenant(tenant);
+    let result = runtime.block_on(async {
+        match writers {
+            Some(writers) => store.verify_chain_signed(head, writers).await,
+            None => store.verify_chain(head).await,
+        }
+    });
     runtime.block_on(store.close());
     match result {
         Ok(report) => print_ok(&report, out),

@@ -6,6 +6,7 @@ mod canon;
 mod checksum;
 mod conform;
 mod console;
+mod key;
 mod lines;
 mod mcp;
 mod pending;
@@ -91,6 +92,10 @@ enum Command {
     /// --postgres URL, or TOOLTRUST_STORE=sqlite:PATH|postgres://…; the flags win).
     #[command(subcommand)]
     Pending(pending::PendingCommand),
+    /// Reviewers' keys: a reviewer signs each decision with a private key that only they
+    /// hold; agent hosts and proxies hold the public keys (the reviewers file).
+    #[command(subcommand)]
+    Reviewer(ReviewerCommand),
     /// Parses a rendered prompt strictly and writes its blocks as JSON lines; exit status 1
     /// with the offending position when it does not close exactly as rendered. With
     /// `--key-file`, also authenticates every nonce of a sealed prompt.
@@ -101,6 +106,13 @@ enum Command {
         /// The prompt; standard input when absent.
         file: Option<PathBuf>,
     },
+}
+
+#[derive(Subcommand)]
+enum ReviewerCommand {
+    /// Makes a reviewer's key pair: writes the private key to a new file readable by its
+    /// owner only and prints the public key (`ed25519:…`) for the hosts' reviewers file.
+    Keygen(key::KeygenArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -168,6 +180,9 @@ fn main() -> ExitCode {
         Command::Console(_) | Command::Mcp(_) => Err("handled above".to_owned()),
         Command::Pending(command) => {
             pending::run(command, &mut stdout).map_err(|e| store::describe(&e))
+        }
+        Command::Reviewer(ReviewerCommand::Keygen(args)) => {
+            key::keygen(&args, &mut stdout).map_err(|e| store::describe(&e))
         }
         Command::Render {
             mode,

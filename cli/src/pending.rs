@@ -10,7 +10,11 @@ use tooltrust::canonical::canonical_json;
 use tooltrust_store::{HeldStatus, ListFilter, PendingCall};
 
 use crate::audit::escape;
-use crate::store::{Error, StoreArgs, open, parse_id};
+use std::path::PathBuf;
+
+use tooltrust::held::{AllTenants, Reviewer, Reviewers, Tenants};
+
+use crate::store::{Error, StoreArgs, open, open_with, parse_id};
 
 #[derive(Subcommand)]
 pub enum PendingCommand {
@@ -57,8 +61,10 @@ pub enum PendingCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Approves a held call; it may then run, once. The author of the scope that made
-    /// the call cannot approve it. The decision is recorded in the tenant's audit chain.
+    /// Approves a held call, signed with the reviewer's private key (--key); it may then
+    /// run, once, in the scope that held it, on a host whose reviewers file trusts that
+    /// key for the call's tenant. The author of the scope that made the call cannot
+    /// approve it. The signed decision is recorded in the tenant's audit chain.
     Approve(Decision),
     /// Rejects a held call; it never runs. Recorded like an approval.
     Reject(Decision),
@@ -70,9 +76,13 @@ pub struct Decision {
     /// The call's id.
     #[arg(value_parser = parse_id)]
     id: Id,
-    /// Who decides (an id: A-Z, a-z, 0-9, `_`, `-`).
+    /// Who decides: the reviewer's id in the hosts' reviewers file.
     #[arg(long, value_parser = parse_id)]
     reviewer: Id,
+    /// The reviewer's private key (as `tooltrust reviewer keygen` wrote it): the decision
+    /// is signed with it, and counts only where its public key is trusted.
+    #[arg(long, value_name = "FILE")]
+    key: PathBuf,
     /// Why.
     #[arg(long)]
     reason: String,
@@ -134,15 +144,32 @@ pub fn run(command: PendingCommand, out: &mut impl Write) -> Result<bool, Error>
 }
 
 fn decide(decision: Decision, approve: bool, out: &mut impl Write) -> Result<bool, Error> {
+    let key = crate::key::read(&decision.key)?;
     let location = decision.store.location()?.ok_or(Error::NoStore)?;
-    let (runtime, store) = open(&location)?;
-    let call = runtime.block_on(store.decide(
-        &decision.id,
-        &decision.reviewer,
-        approve,
-        &decision.reason,
-    ))?;
+    let reviewers = match decision.store.reviewers()? {
+        Some(reviewers) => reviewers,
+        // Without the hosts' file, the store records what this key signed; every host
+        // checks the signature against its own reviewers file before it runs anything.
+        None => Reviewers::from_list(vec![Reviewer {
+            id: decision.reviewer.clone(),
+            key: key.public(),
+            tenants: Tenants::All(AllTenants::All),
+        }])
+        .map_err(|error| Error::Reviewers(error.to_string()))?,
+    };
+    let (runtime, store) = open_with(&location, reviewers)?;
+    let result = runtime.block_on(async {
+        let call = store
+            .get(&decision.id)
+            .await?
+            .ok_or_else(|| Error::UnknownCall(decision.id.clone()))?;
+        let signed = call
+            .statement(approve, decision.reason.clone(), decision.reviewer.clone())
+            .sign(&key);
+        Ok::<_, Error>(store.decide(&signed).await?)
+    });
     runtime.block_on(store.close());
+    let call = result?;
     if decision.json {
         writeln!(out, "{}", canonical_json(&shown(&call)))?;
     } else {

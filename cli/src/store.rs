@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use tokio::runtime::Runtime;
 use tooltrust::Id;
+use tooltrust::held::Reviewers;
 use tooltrust::id::IdError;
 use tooltrust_store::{
-    ChainError, DecideError, Location, LocationError, STORE_ENV, Store, StoreError, StoreOptions,
+    ChainError, DecideError, Location, LocationError, REVIEWERS_ENV, STORE_ENV, Store, StoreError,
+    StoreOptions, read_reviewers,
 };
 
 /// The flags that name a store.
@@ -22,6 +24,9 @@ pub struct StoreArgs {
     /// `?options=-c%20search_path%3DSCHEMA` for a schema other than `public`).
     #[arg(long, value_name = "URL")]
     pub postgres: Option<String>,
+    /// The reviewers file (who may decide, by public key; default: TOOLTRUST_REVIEWERS).
+    #[arg(long, value_name = "FILE")]
+    pub reviewers: Option<PathBuf>,
 }
 
 /// Why a store command could not run.
@@ -45,6 +50,12 @@ pub enum Error {
     /// No held call has this id.
     #[error("no held call has id {0}")]
     UnknownCall(Id),
+    /// The reviewers file could not be read.
+    #[error("{0}")]
+    Reviewers(String),
+    /// A key could not be read.
+    #[error(transparent)]
+    Key(#[from] crate::key::Error),
     /// The async runtime could not start.
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] io::Error),
@@ -67,10 +78,30 @@ impl StoreArgs {
         }
         Ok(Location::from_env()?)
     }
+
+    /// The reviewers file the flag names, else the one `TOOLTRUST_REVIEWERS` names, if
+    /// any.
+    pub fn reviewers(&self) -> Result<Option<Reviewers>, Error> {
+        let path = match &self.reviewers {
+            Some(path) => path.clone(),
+            None => match std::env::var_os(REVIEWERS_ENV) {
+                Some(path) if !path.is_empty() => PathBuf::from(path),
+                _ => return Ok(None),
+            },
+        };
+        read_reviewers(path)
+            .map(Some)
+            .map_err(|error| Error::Reviewers(error.to_string()))
+    }
 }
 
 /// Opens the store at `location` (never creating one) on a runtime of the command's own.
 pub fn open(location: &Location) -> Result<(Runtime, Store), Error> {
+    open_with(location, Reviewers::new())
+}
+
+/// [`open`], with the reviewers whose signed decisions the store accepts.
+pub fn open_with(location: &Location, reviewers: Reviewers) -> Result<(Runtime, Store), Error> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -79,6 +110,7 @@ pub fn open(location: &Location) -> Result<(Runtime, Store), Error> {
         create: false,
         max_connections: 2,
         timeout: Duration::from_secs(10),
+        reviewers: std::sync::Arc::new(reviewers),
         ..StoreOptions::default()
     };
     let store = runtime.block_on(Store::open(location, options))?;

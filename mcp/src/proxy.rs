@@ -154,6 +154,12 @@ impl Listing for Guard {
             .is_ok_and(|withheld| !withheld.contains_key(name))
     }
 
+    fn upstream(&self, tool: &str) -> Option<String> {
+        // Upstream names end without `_` and hold no `__`: the name splits one way only.
+        tool.split_once("__")
+            .map(|(upstream, _)| upstream.to_owned())
+    }
+
     fn meta(&self) -> Option<Map<String, Value>> {
         let withheld: Vec<Value> = match self.withheld.read() {
             Ok(withheld) => withheld

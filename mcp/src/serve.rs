@@ -42,6 +42,9 @@ pub(crate) trait Listing: Send + Sync {
     fn listed(&self, name: &str) -> bool;
     /// The list's `_meta`, if any.
     fn meta(&self) -> Option<Map<String, Value>>;
+    /// The upstream a tool belongs to, if it is an upstream's: part of what an approval
+    /// of a call to it binds.
+    fn upstream(&self, tool: &str) -> Option<String>;
 }
 
 /// A review queue for held calls a client cannot be asked about: a person decides them from
@@ -209,6 +212,7 @@ impl ScopeServer {
             author,
         );
         held.id = id.clone();
+        held.upstream = self.upstream_of(call.tool());
         held.context = self.scope.context().ok();
         if let Some(entry) = self
             .scope
@@ -225,10 +229,24 @@ impl ScopeServer {
             .hold(&held)
             .await
             .map_err(|error| format!("the held call could not be queued: {error}"))?;
+        // How to review goes to the operator, never to the model: text the model reads is
+        // text an injection can act on (a same-user upstream could run the command).
+        eprintln!(
+            "tooltrust: call {id} to {} is held for review; a reviewer decides it with `tooltrust pending approve|reject {id} --reviewer NAME --key FILE --reason TEXT {}` or in the review console",
+            call.tool(),
+            queue.flag
+        );
         Ok(format!(
-            "held for review as {id} ({}): {}. A person can approve it in the review console (`tooltrust console {} --reviewer NAME`) or from any terminal with `tooltrust pending approve {id} --reviewer NAME --reason TEXT {}`; then make the same call again, and it runs once.",
-            decision.rule, decision.reason, queue.flag, queue.flag
+            "held for review as {id} ({}): {}. It has not run. A person reviews it; if it is approved, the same call made again runs once.",
+            decision.rule, decision.reason
         ))
+    }
+
+    /// The upstream the tool belongs to, for a guarding proxy's tools.
+    fn upstream_of(&self, tool: &str) -> Option<String> {
+        self.listing
+            .as_ref()
+            .and_then(|listing| listing.upstream(tool))
     }
 
     /// Runs `call` if a person approved the same call in the queue for this scope (same
@@ -260,7 +278,11 @@ impl ScopeServer {
         };
         match queue
             .store
-            .run_approved(&self.scope, &candidate, candidate.upstream.as_deref())
+            .run_approved(
+                &self.scope,
+                &candidate,
+                self.upstream_of(call.tool()).as_deref(),
+            )
             .await
         {
             Ok(outcome) => Ok(Some(outcome)),

@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use tooltrust::Id;
 use tooltrust::audit::{
     Body, EntryReader, GENESIS, Head, MAX_SEQ, Receipt, VerifyError, VerifyErrorKind, VerifyReport,
+    Writers,
 };
 use tooltrust::call::Checksum;
 use tooltrust::signature::SecretKey;
@@ -235,13 +236,7 @@ fn insert_statement(rows: usize) -> String {
             sql.push_str(", ");
         }
         let n = row * 4;
-        sql.push_str(&format!(
-            "(${}, ${}, ${}, ${})",
-            n + 1,
-            n + 2,
-            n + 3,
-            n + 4
-        ));
+        sql.push_str(&format!("(${}, ${}, ${}, ${})", n + 1, n + 2, n + 3, n + 4));
     }
     sql
 }
@@ -253,6 +248,7 @@ pub(crate) async fn verify(
     engine: Engine,
     tenant: &Id,
     pinned: Option<Head>,
+    writers: Option<Writers>,
 ) -> Result<VerifyReport, ChainError> {
     const OP: &str = "read the audit chain";
     let head_row = sqlx::query("SELECT seq, hash FROM chain_head WHERE tenant = $1")
@@ -273,7 +269,8 @@ pub(crate) async fn verify(
         at: 0,
         failure: failure.clone(),
     };
-    let checked = tokio::task::spawn_blocking(move || check(lines, head_row, pinned)).await;
+    let checked =
+        tokio::task::spawn_blocking(move || check(lines, head_row, pinned, writers)).await;
     reading.abort();
     let failure = failure
         .lock()
@@ -304,8 +301,12 @@ fn check(
     lines: PageReader,
     head_row: Option<Head>,
     pinned: Option<Head>,
+    writers: Option<Writers>,
 ) -> Result<VerifyReport, VerifyError> {
     let mut reader = EntryReader::new(BufReader::with_capacity(1 << 16, lines), head_row);
+    if let Some(writers) = writers {
+        reader = reader.with_writers(writers);
+    }
     let mut at_pinned = None;
     let mut provenance = tooltrust::audit::Provenance::new();
     for entry in &mut reader {

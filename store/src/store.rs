@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 use sqlx::{AnyPool, Row};
 use tooltrust::Id;
-use tooltrust::audit::{Body, Head, Receipt, VerifyReport};
+use tooltrust::audit::{Body, Head, Receipt, VerifyReport, Writers};
 
 use crate::appender::Appender;
 use crate::chain;
@@ -233,7 +233,26 @@ impl Store {
     /// checks of [`tooltrust::audit::verify`], by the same reader), the chain ending
     /// exactly at the head row, and, if given, still holding `pinned`.
     pub async fn verify_chain(&self, pinned: Option<Head>) -> Result<VerifyReport, ChainError> {
-        chain::verify(self.pool(), self.engine(), &self.tenant, pinned).await
+        chain::verify(self.pool(), self.engine(), &self.tenant, pinned, None).await
+    }
+
+    /// [`verify_chain`](Self::verify_chain), and every entry must be signed by one of
+    /// `writers` (the public keys of the processes that write the chain): then an entry
+    /// edited, inserted or re-hashed by someone with only database access fails, with or
+    /// without a pinned head.
+    pub async fn verify_chain_signed(
+        &self,
+        pinned: Option<Head>,
+        writers: &Writers,
+    ) -> Result<VerifyReport, ChainError> {
+        chain::verify(
+            self.pool(),
+            self.engine(),
+            &self.tenant,
+            pinned,
+            Some(writers.clone()),
+        )
+        .await
     }
 }
 
