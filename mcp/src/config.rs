@@ -34,6 +34,16 @@ pub struct ProxyConfig {
     /// call is only reported held.
     #[serde(default)]
     pub store: Option<Spanned<String>>,
+    /// The reviewers file (relative to the configuration file): the public keys whose
+    /// signed decisions may approve a call held in `store`. Without it, no approval in the
+    /// store counts. The proxy never holds a reviewer's private key.
+    #[serde(default)]
+    pub reviewers: Option<PathBuf>,
+    /// The private key that signs the proxy's entries in the store's chain (relative to
+    /// the configuration file; `tooltrust audit keygen` writes one), so that `tooltrust
+    /// audit verify --writer` refuses entries written by anyone else.
+    #[serde(default)]
+    pub audit_key: Option<PathBuf>,
     /// Whether tool definitions must match the lock file written by `tooltrust mcp pin`:
     /// `auto` (the default: when the lock file exists) or `required` (a missing lock
     /// leaves every tool unpinned, so withheld).

@@ -327,7 +327,28 @@ impl Proxy {
     pub async fn start(path: &Path) -> Result<Proxy, ProxyError> {
         let config = read_config(path)?;
         let dir = config_dir(path).join(&config.audit_log);
-        let log = Arc::new(AuditLog::open(&dir).map_err(|source| ProxyError::Audit {
+        let writer = match &config.audit_key {
+            Some(file) => Some(Arc::new(
+                tooltrust::signature::SecretKey::read(config_dir(path).join(file)).map_err(
+                    |error| ProxyError::Config {
+                        path: path.to_owned(),
+                        error: ConfigError {
+                            line: None,
+                            message: format!("key `audit_key`: {error}"),
+                        },
+                    },
+                )?,
+            )),
+            None => None,
+        };
+        let opened = match &writer {
+            // Signed: `tooltrust audit verify --writer` then refuses entries it did not write.
+            Some(writer) => tooltrust::audit::FileStorage::open(&dir).and_then(|storage| {
+                AuditLog::open_signed(storage, Default::default(), Arc::clone(writer))
+            }),
+            None => AuditLog::open(&dir),
+        };
+        let log = Arc::new(opened.map_err(|source| ProxyError::Audit {
             dir: dir.clone(),
             source,
         })?);
@@ -530,7 +551,24 @@ impl Proxy {
                     });
                 }
             };
-            let queue = tooltrust_store::Store::open(&location, Default::default())
+            let config_error = |message: String| ProxyError::Config {
+                path: path.to_owned(),
+                error: ConfigError {
+                    line: None,
+                    message,
+                },
+            };
+            let reviewers = match &config.reviewers {
+                Some(file) => tooltrust_store::read_reviewers(config_dir(path).join(file))
+                    .map_err(|error| config_error(format!("key `reviewers`: {error}")))?,
+                None => tooltrust::held::Reviewers::new(),
+            };
+            let options = tooltrust_store::StoreOptions {
+                reviewers: Arc::new(reviewers),
+                writer: writer.clone(),
+                ..Default::default()
+            };
+            let queue = tooltrust_store::Store::open(&location, options)
                 .await
                 .map_err(|source| ProxyError::Store(Box::new(source)))?;
             server = server.review_queue(crate::ReviewQueue::new(queue, flag));
