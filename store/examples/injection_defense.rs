@@ -349,6 +349,8 @@ fn run_with_store(location: &Location, flag: &str) -> Result<(), Box<dyn std::er
         held.id = id.clone();
         held.principal_request = Some(request.clone());
         held.context = Some(context.clone());
+        // The row expires after the session's approval TTL, as its own record of the call does.
+        held.expires_at = session.approval_ttl().map(tooltrust::held::expiry_after);
         if let Some(entry) = session
             .registry()
             .catalog()

@@ -183,6 +183,35 @@ impl Session {
         &self.inner.holding.tenant
     }
 
+    /// How long a call this session holds may wait to be approved and claimed, as
+    /// [`SessionBuilder::approval_ttl`] set it (default
+    /// [`DEFAULT_APPROVAL_TTL`](crate::held::DEFAULT_APPROVAL_TTL)); `None`: forever.
+    ///
+    /// The session's own held calls expire by it. A host that also puts them in a
+    /// durable review queue gives each row the same expiry, so that a call the session
+    /// would no longer run is not approved and run from the queue either:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tooltrust::held::DEFAULT_APPROVAL_TTL;
+    /// use tooltrust::{Registry, Session};
+    /// let default = Session::builder(Registry::builder().build()?).build()?;
+    /// assert_eq!(default.approval_ttl(), Some(DEFAULT_APPROVAL_TTL));
+    /// let forever = Session::builder(Registry::builder().build()?).approval_ttl(None).build()?;
+    /// assert_eq!(forever.approval_ttl(), None);
+    /// let session = Session::builder(Registry::builder().build()?)
+    ///     .approval_ttl(Some(Duration::from_secs(15 * 60)))
+    ///     .build()?;
+    /// assert_eq!(session.approval_ttl(), Some(Duration::from_secs(15 * 60)));
+    /// // What a row of the queue stores as its expiry (RFC 3339):
+    /// let expires_at: Option<String> = session.approval_ttl().map(tooltrust::held::expiry_after);
+    /// assert!(expires_at.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn approval_ttl(&self) -> Option<Duration> {
+        self.inner.holding.ttl
+    }
+
     /// The tools of this session.
     pub fn registry(&self) -> &Registry {
         &self.inner.registry

@@ -34,9 +34,11 @@ fn a_read_only_directory_gives_a_typed_error() {
 
     let is_root = std::fs::metadata(root.path()).unwrap().uid() == 0;
     if is_root {
-        // Readable and searchable by everyone; writable by root alone. (The log and its
-        // head are created readable by their owner only: opened up to be read here.)
+        // Readable and searchable by everyone; writable by root alone. (The log's
+        // directory, the log and its head are created readable by their owner only:
+        // opened up to be read here.)
         set_mode(root.path(), 0o755);
+        set_mode(&existing, 0o755);
         for path in [existing.join(LOG_FILE), existing.join(HEAD_FILE)] {
             set_mode(&path, 0o644);
         }
