@@ -213,6 +213,11 @@ impl ScopeServer {
         );
         held.id = id.clone();
         held.upstream = self.upstream_of(call.tool());
+        held.expires_at = self
+            .scope
+            .session()
+            .approval_ttl()
+            .map(tooltrust::held::expiry_after);
         held.context = self.scope.context().ok();
         if let Some(entry) = self
             .scope

@@ -141,6 +141,8 @@ struct Options {
     store: Option<(Location, String)>,
     resume: bool,
     wait: Option<Duration>,
+    /// The reviewers file: whose signed decisions a resume accepts.
+    reviewers: Option<PathBuf>,
 }
 
 fn options() -> Result<Options, Box<dyn std::error::Error>> {
@@ -149,6 +151,7 @@ fn options() -> Result<Options, Box<dyn std::error::Error>> {
         store: None,
         resume: false,
         wait: None,
+        reviewers: std::env::var_os(tooltrust_store::REVIEWERS_ENV).map(PathBuf::from),
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -167,6 +170,7 @@ fn options() -> Result<Options, Box<dyn std::error::Error>> {
             }
             "--resume" => options.resume = true,
             "--wait" => options.wait = Some(Duration::from_secs(value()?.parse()?)),
+            "--reviewers" => options.reviewers = Some(PathBuf::from(value()?)),
             other => return Err(format!("unknown argument {other:?}").into()),
         }
     }
@@ -205,7 +209,9 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = options()?;
     match &options.store {
-        Some((location, flag)) if options.resume => resume(location, flag, options.wait),
+        Some((location, flag)) if options.resume => {
+            resume(location, flag, options.wait, options.reviewers.as_deref())
+        }
         Some((location, flag)) => run_with_store(location, flag),
         None => run_with_file_log(options.audit_log),
     }
@@ -375,16 +381,22 @@ fn run_with_store(location: &Location, flag: &str) -> Result<(), Box<dyn std::er
     println!("\nDecide them from any terminal (the agent's author, {author}, may not):");
     println!("  cargo run -p tooltrust-cli -- pending list {flag}");
     println!("  cargo run -p tooltrust-cli -- pending show ID {flag}");
+    println!("A decision is signed with the reviewer's key (made once):");
+    println!("  cargo run -p tooltrust-cli -- reviewer keygen --out NAME.key");
+    println!("and counts where the reviewers file lists its public key:");
+    println!("  [[reviewer]]\n  id = \"NAME\"\n  key = \"ed25519:…\"\n  tenants = \"*\"");
     println!(
-        "  cargo run -p tooltrust-cli -- pending approve ID --reviewer NAME --reason TEXT {flag}"
+        "  cargo run -p tooltrust-cli -- pending approve ID --reviewer NAME --key NAME.key --reason TEXT {flag}"
     );
     println!(
-        "  cargo run -p tooltrust-cli -- pending reject ID --reviewer NAME --reason TEXT {flag}"
+        "  cargo run -p tooltrust-cli -- pending reject ID --reviewer NAME --key NAME.key --reason TEXT {flag}"
     );
     println!("Or decide them in the review console (http://127.0.0.1:8787):");
-    println!("  cargo run -p tooltrust-cli -- console {flag} --reviewer NAME");
+    println!("  cargo run -p tooltrust-cli -- console {flag} --reviewer NAME --key NAME.key");
     println!("Then resume the run (each approved call runs exactly once):");
-    println!("  cargo run --example injection_defense -- {flag} --resume");
+    println!(
+        "  cargo run --example injection_defense -- {flag} --reviewers reviewers.toml --resume"
+    );
     println!("And verify the chain:");
     println!("  cargo run -p tooltrust-cli -- audit verify {flag}");
     Ok(())
@@ -398,9 +410,18 @@ fn resume(
     location: &Location,
     flag: &str,
     wait: Option<Duration>,
+    reviewers: Option<&std::path::Path>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let runtime = runtime()?;
-    let store = runtime.block_on(Store::open(location, StoreOptions::default()))?;
+    let reviewers = match reviewers {
+        Some(path) => tooltrust_store::read_reviewers(path)?,
+        None => tooltrust::held::Reviewers::new(),
+    };
+    let options = StoreOptions {
+        reviewers: std::sync::Arc::new(reviewers),
+        ..StoreOptions::default()
+    };
+    let store = runtime.block_on(Store::open(location, options))?;
     let session = session_on(location)?;
     // The calls this agent made, in any earlier run of it.
     let mut held = runtime.block_on(store.list(&ListFilter::default()))?;

@@ -21,10 +21,6 @@ pub(crate) fn now() -> String {
 ///
 /// `clock_timestamp()` rather than `now()`: the moment of the statement, not the start of
 /// the transaction, which may have waited for a lock.
-#[allow(
-    dead_code,
-    reason = "the review queue's transitions switch to it (issue 38); remove this then"
-)]
 pub(crate) async fn now_in(
     tx: &mut Transaction<'static, Any>,
     engine: Engine,

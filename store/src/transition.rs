@@ -118,7 +118,13 @@ impl PendingCall {
         reason: impl Into<String>,
         reviewer: Id,
     ) -> DecisionStatement {
-        DecisionStatement::new(self.id.clone(), &self.lifecycle(), approve, reason, reviewer)
+        DecisionStatement::new(
+            self.id.clone(),
+            &self.lifecycle(),
+            approve,
+            reason,
+            reviewer,
+        )
     }
 
     /// What an approval of the call is bound to.
@@ -288,7 +294,7 @@ async fn hold_in(
     let inserted = sqlx::query(AssertSqlSafe(format!(
         "INSERT INTO pending_call ({COLUMNS}) VALUES \
          ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, NULL, NULL, $14, \
-         $15, $16) \
+         $15, $16, NULL) \
          ON CONFLICT (id) DO NOTHING"
     )))
     .bind(stored.id.as_str())
@@ -374,7 +380,7 @@ async fn decide_in(
             done: Done::Decided(Err(DecideError::UnknownCall(id.clone()))),
         });
     };
-    let now = clock::now();
+    let now = clock::now_in(tx, engine).await?;
     let refused = |refusal: DecideError, why: String| -> Result<Applied, StoreError> {
         let event = StoreEvent::CallDecisionRefused {
             call: id,
@@ -510,7 +516,7 @@ async fn claim_in(
             done: Done::Claimed(Err(ClaimError::UnknownCall(id.clone()))),
         });
     };
-    let now = clock::now();
+    let now = clock::now_in(tx, engine).await?;
     let mut lifecycle = call.lifecycle();
     let refusal = match lifecycle.claim(binding, &now) {
         Err(LifecycleError::Expired(at)) => {
@@ -707,14 +713,13 @@ async fn call_entries(
     op: &'static str,
     id: &Id,
 ) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT line FROM chain_entry WHERE tenant = $1 AND call = $2 ORDER BY seq",
-    )
-    .bind(tenant.as_str())
-    .bind(id.as_str())
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(|e| engine.error(op, e))?;
+    let rows =
+        sqlx::query("SELECT line FROM chain_entry WHERE tenant = $1 AND call = $2 ORDER BY seq")
+            .bind(tenant.as_str())
+            .bind(id.as_str())
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(|e| engine.error(op, e))?;
     Ok(rows
         .iter()
         .filter_map(|row| row.try_get::<String, _>(0).ok())
@@ -722,9 +727,7 @@ async fn call_entries(
             Ok(serde_json::Value::Object(entry)) => Some(entry),
             _ => None,
         })
-        .filter(|entry| {
-            entry.get("call").and_then(serde_json::Value::as_str) == Some(id.as_str())
-        })
+        .filter(|entry| entry.get("call").and_then(serde_json::Value::as_str) == Some(id.as_str()))
         .collect())
 }
 

@@ -133,8 +133,8 @@ pub enum VerifyErrorKind {
     UnknownSigner {
         /// Start of the line.
         offset: u64,
-        /// The key it names.
-        signer: PublicKey,
+        /// The key it names (`ed25519:…`).
+        signer: String,
     },
     /// The entry's signature is not its signer's signature of its hash: the entry was
     /// re-hashed or its signature copied from another.
@@ -144,8 +144,8 @@ pub enum VerifyErrorKind {
     BadSignature {
         /// Start of the line.
         offset: u64,
-        /// The key it names.
-        signer: PublicKey,
+        /// The key it names (`ed25519:…`).
+        signer: String,
     },
     /// The entry at the pinned head's seq is not the pinned one: the log was rewritten.
     #[error("the entry at the head's seq has hash {found}; the head pins {pinned}")]
@@ -390,13 +390,13 @@ impl<R: BufRead> Iterator for EntryReader<R> {
                 Some(signature) if !writers.contains(&signature.signer) => {
                     Some(VerifyErrorKind::UnknownSigner {
                         offset,
-                        signer: signature.signer,
+                        signer: signature.signer.to_string(),
                     })
                 }
                 Some(signature) if !signature.verifies(&entry.hash) => {
                     Some(VerifyErrorKind::BadSignature {
                         offset,
-                        signer: signature.signer,
+                        signer: signature.signer.to_string(),
                     })
                 }
                 Some(_) => None,
