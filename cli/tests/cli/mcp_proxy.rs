@@ -86,8 +86,22 @@ env = {{ TOOLTRUST_DEMO_OUTBOX = {outbox:?}, TOOLTRUST_DEMO_PAGE = {page:?} }}
 "#
         )
     };
+    // With a review queue, lead's signed approvals count (and no one else's).
+    let reviewers = if extra.contains("store =") {
+        std::fs::write(
+            dir.join("reviewers.toml"),
+            format!(
+                "[[reviewer]]\nid = \"lead\"\nkey = \"{}\"\ntenants = \"*\"\n",
+                lead().public()
+            ),
+        )
+        .expect("the reviewers file is written");
+        "reviewers = \"reviewers.toml\"\n"
+    } else {
+        ""
+    };
     let text = format!(
-        "audit_log = \"audit\"\n{extra}\n{}{}",
+        "audit_log = \"audit\"\n{reviewers}{extra}\n{}{}",
         demo("web"),
         demo("mail")
     );
@@ -767,8 +781,24 @@ async fn a_held_call_is_approved_out_of_band_and_runs_once() {
     client.cancel().await.expect("the client stops");
 }
 
-/// Approves a held call from any terminal, as a person would.
+/// The key the reviewer `lead` signs with: written beside the store once, its public key
+/// in the proxies' `reviewers.toml` (see `config`).
+fn lead_key(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("lead.key");
+    if !path.exists() {
+        lead().write_new(&path).expect("the key is written");
+    }
+    path
+}
+
+/// The reviewer `lead`'s key: fixed, so every proxy's reviewers file can name it.
+fn lead() -> tooltrust::signature::SecretKey {
+    tooltrust::signature::SecretKey::from_seed([7; 32])
+}
+
+/// Approves a held call from any terminal, as a person would, signed with lead's key.
 fn approve_from_a_terminal(store: &Path, id: &str) {
+    let key = lead_key(store.parent().expect("the store's directory"));
     let approve = std::process::Command::new(TOOLTRUST)
         .args([
             "pending",
@@ -779,6 +809,8 @@ fn approve_from_a_terminal(store: &Path, id: &str) {
             "--reason",
             "asked for",
         ])
+        .arg("--key")
+        .arg(&key)
         .arg("--sqlite")
         .arg(store)
         .output()
@@ -792,10 +824,15 @@ fn approve_from_a_terminal(store: &Path, id: &str) {
 
 fn held_id(held: &CallToolResult) -> String {
     let text = text(held);
-    text.split("tooltrust pending approve ")
+    // The model is told the call is held and its id, never how to approve it.
+    assert!(
+        !text.contains("tooltrust pending") && !text.contains("--reviewer"),
+        "the held text tells the model how to approve: {text}"
+    );
+    text.split("held for review as ")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no approve command in {text}"))
+        .unwrap_or_else(|| panic!("no held id in {text}"))
         .to_owned()
 }
 

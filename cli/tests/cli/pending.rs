@@ -78,8 +78,26 @@ fn lines(output: &Output) -> Vec<Value> {
 /// The whole contract against one store, named by `flags` (or by `env`).
 fn contract(flags: &[&str], location: &Location, options: StoreOptions) {
     let held = seed(location, options);
+    // Each reviewer signs with a key of their own (written by `reviewer keygen`); without
+    // a reviewers file the store records what the key signed.
+    let keys = tempfile::tempdir().unwrap();
+    for name in ["ann", "rita", "sam"] {
+        let path = keys.path().join(format!("{name}.key"));
+        let made = run(
+            &["reviewer", "keygen", "--out", path.to_str().unwrap()],
+            &[],
+        );
+        assert!(made.status.success(), "{}", stderr(&made));
+        assert!(stdout(&made).starts_with("ed25519:"), "{}", stdout(&made));
+    }
     let with = |args: &[&str]| -> Vec<String> {
-        args.iter().chain(flags).map(|s| s.to_string()).collect()
+        let mut all: Vec<String> = args.iter().chain(flags).map(|s| s.to_string()).collect();
+        if let Some(at) = args.iter().position(|arg| *arg == "--reviewer") {
+            let key = keys.path().join(format!("{}.key", args[at + 1]));
+            all.push("--key".to_owned());
+            all.push(key.to_string_lossy().into_owned());
+        }
+        all
     };
     let call = |args: &[&str]| {
         let args = with(args);
