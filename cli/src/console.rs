@@ -10,7 +10,7 @@ use tooltrust::quarantine::Kek;
 use tooltrust_console::{
     Access, Config, Console, Credentials, DEFAULT_DECISIONS_PER_MINUTE, DEFAULT_LISTEN, TlsFiles,
 };
-use tooltrust_store::{Store, StoreOptions};
+use tooltrust_store::{Location, Store, StoreOptions};
 
 use crate::store::{StoreArgs, describe, parse_id};
 
@@ -22,9 +22,18 @@ pub struct ConsoleArgs {
     /// Where to listen. Any address but loopback (127.0.0.1, ::1) needs --auth and TLS.
     #[arg(long, default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
-    /// The person at the keyboard, who decides (loopback only).
+    /// The person who decides (loopback only). The console draws a random token for
+    /// them, writes it to a file only its owner can read (see --token-dir) and prints
+    /// the address that signs in with it; it serves no request without it, whoever
+    /// connects from the loopback address.
     #[arg(long, value_parser = parse_id, conflicts_with = "auth")]
     reviewer: Option<Id>,
+    /// Where a console for --reviewer writes its token, as tooltrust-console-PORT.token,
+    /// readable by its owner only, removed when the console stops. Default: the SQLite
+    /// store's directory; for PostgreSQL, $XDG_RUNTIME_DIR, or else the current
+    /// directory.
+    #[arg(long, value_name = "DIR", conflicts_with = "auth")]
+    token_dir: Option<PathBuf>,
     /// The reviewers' credentials: lines `REVIEWER token TOKEN` or `REVIEWER argon2 PHC`
     /// (make a PHC string with `tooltrust console --hash-password`).
     #[arg(long, value_name = "FILE")]
@@ -71,7 +80,7 @@ pub fn run(args: ConsoleArgs) -> Result<(), String> {
         }
         _ => {
             return Err(
-                "name the person at the keyboard with --reviewer NAME (loopback), or give --auth FILE".into(),
+                "name the person who decides with --reviewer NAME (loopback; the console prints the address that signs them in with its token), or give --auth FILE".into(),
             );
         }
     };
@@ -107,14 +116,71 @@ pub fn run(args: ConsoleArgs) -> Result<(), String> {
         };
         let console = Console::bind(config).await.map_err(|e| describe(&e))?;
         let url = console.url().map_err(|e| e.to_string())?;
-        eprintln!("tooltrust: the review console is at {url} (Ctrl-C stops it)");
+        // The token's file lives until the console stops (then it is removed).
+        let _token_file = match (console.token(), &args.reviewer) {
+            (Some(token), Some(reviewer)) => {
+                let port = console.local_addr().map_err(|e| e.to_string())?.port();
+                let dir = match args.token_dir {
+                    Some(dir) => dir,
+                    None => default_token_dir(&location),
+                };
+                let path = dir.join(format!("tooltrust-console-{port}.token"));
+                let file = token.write_file(&path).map_err(|e| {
+                    format!(
+                        "cannot write the console's token to {}: {e} (choose another directory with --token-dir DIR)",
+                        path.display()
+                    )
+                })?;
+                let sign_in = console.sign_in_url().map_err(|e| e.to_string())?;
+                eprintln!("tooltrust: the review console is at {url} (Ctrl-C stops it)");
+                eprintln!(
+                    "tooltrust: {reviewer} signs in at {sign_in} (the token is also in {}, readable by its owner only; without it the console serves nobody)",
+                    path.display()
+                );
+                Some(file)
+            }
+            _ => {
+                eprintln!("tooltrust: the review console is at {url} (Ctrl-C stops it)");
+                None
+            }
+        };
         console
-            .run(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
+            .run(stopped())
             .await
             .map_err(|e| format!("the console stopped: {e}"))
     })
+}
+
+/// Where a console for one reviewer writes its token unless told: beside a SQLite
+/// store (a directory its owner chose for the store's secrets); for PostgreSQL, the
+/// user's runtime directory, or else the current directory.
+fn default_token_dir(location: &Location) -> PathBuf {
+    match location {
+        Location::Sqlite(path) => match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        },
+        Location::Postgres(_) => std::env::var_os("XDG_RUNTIME_DIR")
+            .filter(|dir| !dir.is_empty())
+            .map_or_else(|| PathBuf::from("."), PathBuf::from),
+    }
+}
+
+/// Completes on Ctrl-C, or (on Unix) on SIGTERM, so that the console stops cleanly
+/// (and removes its token's file) under a service manager too.
+async fn stopped() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 fn read_kek(path: &Path) -> Result<Kek, String> {

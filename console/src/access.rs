@@ -1,6 +1,7 @@
-//! Who may use the console, and how they prove it: the person at the keyboard of a
-//! loopback console, or reviewers named in a credentials file (a bearer token or an
-//! argon2 password hash each).
+//! Who may use the console, and how they prove it: the one reviewer of a loopback
+//! console, with the token the console drew for them, or reviewers named in a credentials
+//! file (a bearer token or an argon2 password hash each). Either way every request proves
+//! its reviewer; the address it came from proves nothing.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -9,11 +10,17 @@ use argon2::password_hash::{PasswordHash, PasswordVerifier};
 use sha2::{Digest, Sha256};
 use tooltrust::Id;
 
+use crate::token::Token;
+
 /// How the console knows who is deciding.
 #[derive(Debug, Clone)]
 pub enum Access {
     /// A console on the loopback interface, used by one person whose name is given at
-    /// start-up (`--reviewer NAME`). Only for loopback addresses.
+    /// start-up (`--reviewer NAME`). The console draws a random token when it binds
+    /// ([`Console::token`](crate::Console::token)) and serves nobody without it: sent as
+    /// a bearer token, or exchanged for a session cookie at
+    /// [`Console::sign_in_url`](crate::Console::sign_in_url). Only for loopback
+    /// addresses.
     Reviewer(Id),
     /// Reviewers from a credentials file (`--auth FILE`): identity comes from the
     /// authentication, never from a form field.
@@ -192,6 +199,21 @@ impl Credentials {
         })
     }
 
+    /// One reviewer, proved by `token`, deciding for every tenant: the credentials of
+    /// a console for one reviewer ([`Access::Reviewer`]).
+    pub(crate) fn single(reviewer: Id, token: &Token) -> Result<Credentials, String> {
+        let reviewers = vec![(
+            reviewer,
+            Secret::Token(Sha256::digest(token.secret().as_bytes()).into()),
+        )];
+        let dummy = dummy_hash(&reviewers)?;
+        Ok(Credentials {
+            reviewers,
+            tenants: Vec::new(),
+            dummy,
+        })
+    }
+
     /// The tenants `reviewer` decides for; `None`: every tenant.
     pub fn tenants_of(&self, reviewer: &Id) -> Option<&[Id]> {
         self.tenants
@@ -334,6 +356,19 @@ mod tests {
         assert_eq!(credentials.verify("alice", "wrong"), None);
         assert_eq!(credentials.verify("carol", "anything"), None);
         assert!(!format!("{credentials:?}").contains("aaaa"));
+    }
+
+    #[test]
+    fn a_single_reviewers_token_proves_them_and_nothing_else_does() {
+        let token = Token::random().unwrap();
+        let alice = Id::new("alice").unwrap();
+        let credentials = Credentials::single(alice.clone(), &token).unwrap();
+        assert_eq!(credentials.token_holder(token.secret()), Some(&alice));
+        assert_eq!(credentials.token_holder(&token.secret()[1..]), None);
+        assert_eq!(credentials.token_holder(""), None);
+        assert_eq!(credentials.tenants_of(&alice), None, "every tenant");
+        assert_eq!(credentials.verify("alice", token.secret()), Some(alice));
+        assert_eq!(credentials.verify("alice", "guess"), None);
     }
 
     #[test]

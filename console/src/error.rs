@@ -22,8 +22,8 @@ pub(crate) enum ConsoleError {
     /// A page asked for by someone not signed in: they are sent to sign in.
     SignIn,
     /// Anything else asked for by someone not signed in (a form's post, live updates):
-    /// 401; `challenge` also asks for a bearer token (a console with credentials).
-    Unauthenticated { challenge: bool },
+    /// 401, asking for a bearer token.
+    Unauthenticated,
     /// A form whose CSRF token is missing or not the viewer's.
     Csrf,
     /// A state-changing request from another site.
@@ -69,17 +69,15 @@ impl IntoResponse for ConsoleError {
     fn into_response(self) -> Response {
         match self {
             ConsoleError::SignIn => Redirect::to("/login").into_response(),
-            ConsoleError::Unauthenticated { challenge } => {
+            ConsoleError::Unauthenticated => {
                 let mut response = refusal(
                     StatusCode::UNAUTHORIZED,
                     "sign in first (or send Authorization: Bearer TOKEN)",
                 );
-                if challenge {
-                    response.headers_mut().insert(
-                        header::WWW_AUTHENTICATE,
-                        HeaderValue::from_static(CHALLENGE),
-                    );
-                }
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static(CHALLENGE),
+                );
                 response
             }
             ConsoleError::Csrf => refusal(

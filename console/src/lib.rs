@@ -7,18 +7,27 @@
 //! use tooltrust_console::{Config, Console};
 //! let store = tooltrust_store::Store::open_sqlite("store.db").await?;
 //! let console = Console::bind(Config::loopback(store, tooltrust::Id::new("alice")?)).await?;
-//! println!("open {}", console.url()?);
+//! // The address holds the token that signs alice in: show it to her alone.
+//! eprintln!("open {}", console.sign_in_url()?);
 //! console.run(async { let _ = tokio::signal::ctrl_c().await; }).await?;
 //! # Ok(()) }
 //! ```
 //!
 //! # Security
 //!
-//! - On the loopback interface the person at the keyboard is named at start-up; the
-//!   console answers only to its own host names (a rebound DNS name is refused). Any
-//!   other address needs [`Access::Credentials`] (a bearer token or an argon2 password
-//!   hash per reviewer) and TLS, or [`Console::bind`] refuses to start. With
-//!   credentials, the reviewer's identity comes from the authentication only.
+//! - Every request proves its reviewer; the address it comes from proves nothing (any
+//!   local user can connect to the loopback interface). On loopback one reviewer may be
+//!   named at start-up ([`Access::Reviewer`]): the console draws a random token for them
+//!   ([`Console::token`], 256 bits from the OS), which a request carries as a bearer
+//!   token or exchanges once for a session cookie ([`Console::sign_in_url`]); compared
+//!   in constant time. A loopback console answers only to its own host names (a
+//!   rebound DNS name is refused). Any other address needs [`Access::Credentials`] (a
+//!   bearer token or an argon2 password hash per reviewer) and TLS, or
+//!   [`Console::bind`] refuses to start. The reviewer's identity comes from the
+//!   authentication only.
+//! - A reviewer limited to some tenants sees only theirs: their queue, its paging
+//!   cursor (another tenant's call id pages as an unknown one does), the calls they
+//!   open, and the live updates' mark.
 //! - Decisions are plain HTML form posts; each carries a CSRF token bound to the
 //!   viewer, and a post from another origin is refused. Decisions are rate-limited per
 //!   reviewer and recorded in the tenant's audit chain with the reviewer's id.
@@ -41,6 +50,7 @@ mod pages;
 mod routes;
 mod serve;
 mod sessions;
+mod token;
 mod viewer;
 
 pub use access::{
@@ -50,3 +60,4 @@ pub use guard::CSP;
 pub use serve::{
     Config, Console, DEFAULT_DECISIONS_PER_MINUTE, DEFAULT_LISTEN, StartError, TlsFiles,
 };
+pub use token::{Token, TokenFile};

@@ -499,15 +499,24 @@ fn query_string(fields: &[(&str, &str)]) -> String {
     serde_urlencoded::to_string(present).unwrap_or_default()
 }
 
-/// The sign-in page.
-pub(crate) fn login(error: Option<&str>) -> Markup {
+/// The sign-in page: a reviewer's name and password or token, or (`single`: a console
+/// for one reviewer) the token the console drew.
+pub(crate) fn login(error: Option<&str>, single: bool) -> Markup {
     html! {
         h1 { "Sign in" }
         @if let Some(error) = error { p.notice.refused role="alert" { (error) } }
-        form.login method="post" action="/login" {
-            label { "Reviewer " input name="reviewer" autocomplete="username" required; }
-            label { "Password or token " input type="password" name="secret" autocomplete="current-password" required; }
-            button type="submit" { "Sign in" }
+        @if single {
+            p { "This console asks for the token it drew when it started: open the address it printed then, or paste the token from its token file (readable by the user who started it only)." }
+            form.login method="post" action="/login" {
+                label { "Token " input type="password" name="token" autocomplete="off" required; }
+                button type="submit" { "Sign in" }
+            }
+        } @else {
+            form.login method="post" action="/login" {
+                label { "Reviewer " input name="reviewer" autocomplete="username" required; }
+                label { "Password or token " input type="password" name="secret" autocomplete="current-password" required; }
+                button type="submit" { "Sign in" }
+            }
         }
     }
 }

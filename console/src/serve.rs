@@ -14,9 +14,10 @@ use tokio_rustls::rustls::{self, ServerConfig};
 use tooltrust::quarantine::Kek;
 use tooltrust_store::Store;
 
-use crate::access::Access;
+use crate::access::{Access, Credentials};
 use crate::app::App;
 use crate::routes;
+use crate::token::Token;
 
 /// Decisions one reviewer may make per minute, unless the console is told otherwise.
 pub const DEFAULT_DECISIONS_PER_MINUTE: u32 = 30;
@@ -52,7 +53,8 @@ pub struct Config {
 }
 
 impl Config {
-    /// A loopback console at [`DEFAULT_LISTEN`] for the person named `reviewer`.
+    /// A loopback console at [`DEFAULT_LISTEN`] for the person named `reviewer`, who
+    /// signs in with the token the console draws when it binds ([`Console::token`]).
     pub fn loopback(store: Store, reviewer: tooltrust::Id) -> Config {
         Config {
             store,
@@ -99,6 +101,9 @@ pub enum StartError {
     /// No randomness for the console's keys.
     #[error("no randomness for the console's keys: {0}")]
     Random(String),
+    /// The token of a console for one reviewer cannot be prepared.
+    #[error("cannot prepare the console's sign-in token: {0}")]
+    Token(String),
 }
 
 /// A console, bound and ready to serve.
@@ -106,11 +111,14 @@ pub struct Console {
     listener: TcpListener,
     app: Arc<App>,
     tls: Option<TlsAcceptor>,
+    /// The token of a console for one reviewer.
+    token: Option<Token>,
 }
 
 impl Console {
     /// Checks `config` and binds its address: refuses a non-loopback address without
-    /// authentication and TLS.
+    /// authentication and TLS. A console for one reviewer ([`Access::Reviewer`]) draws
+    /// its token here.
     pub async fn bind(config: Config) -> Result<Console, StartError> {
         if config.decisions_per_minute == 0 {
             return Err(StartError::NoDecisions);
@@ -135,14 +143,27 @@ impl Console {
             addr: config.listen,
             source,
         })?;
+        // One reviewer proves it with a token drawn now; no request is served as them
+        // for coming from the loopback address, which any local user can connect to.
+        let (credentials, token) = match config.access {
+            Access::Reviewer(reviewer) => {
+                let token = Token::random().map_err(|e| StartError::Token(e.to_string()))?;
+                let credentials =
+                    Credentials::single(reviewer, &token).map_err(StartError::Token)?;
+                (credentials, Some(token))
+            }
+            Access::Credentials(credentials) => (credentials, None),
+        };
         let mut app = App::new(
             config.store,
-            config.access,
+            credentials,
+            token.is_some(),
             config.decisions_per_minute,
             tls.is_some(),
             config.kek,
         )
         .map_err(|e| StartError::Random(e.to_string()))?;
+        app.port = local.port();
         if local.ip().is_loopback() {
             app.hosts = Some(loopback_hosts(local, tls.is_some()));
         }
@@ -150,6 +171,27 @@ impl Console {
             listener,
             app: Arc::new(app),
             tls,
+            token,
+        })
+    }
+
+    /// The token of a console for one reviewer ([`Access::Reviewer`]), which every
+    /// request must carry (or the session it was exchanged for); `None` for a console
+    /// with credentials. Give it to that reviewer only, e.g. in a file only they read
+    /// ([`Token::write_file`]).
+    pub fn token(&self) -> Option<&Token> {
+        self.token.as_ref()
+    }
+
+    /// The address that signs the reviewer in: for a console for one reviewer, its
+    /// sign-in page with the token (`http://127.0.0.1:PORT/login?token=…`), which
+    /// exchanges it for a session cookie and goes on to the queue; otherwise the
+    /// sign-in page. It holds the secret: show it to that reviewer only.
+    pub fn sign_in_url(&self) -> io::Result<String> {
+        let url = self.url()?;
+        Ok(match &self.token {
+            Some(token) => format!("{url}login?token={}", token.secret()),
+            None => format!("{url}login"),
         })
     }
 

@@ -1,6 +1,6 @@
-//! Who is looking, as extractors: [`Viewer`] (the reviewer named at start-up, a bearer
-//! token's holder or a signed-in session), [`PageViewer`] for pages, and [`CsrfForm`],
-//! a form post whose CSRF token must be its viewer's.
+//! Who is looking, as extractors: [`Viewer`] (a bearer token's holder or a signed-in
+//! session; never whoever connects from the loopback address), [`PageViewer`] for
+//! pages, and [`CsrfForm`], a form post whose CSRF token must be its viewer's.
 
 use std::sync::Arc;
 
@@ -10,7 +10,6 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use tooltrust::Id;
 
-use crate::access::Access;
 use crate::app::App;
 use crate::error::ConsoleError;
 
@@ -20,8 +19,8 @@ pub(crate) struct Viewer {
     pub(crate) id: Id,
     /// What identifies the viewer's credential; their CSRF token is bound to it.
     pub(crate) binding: String,
-    /// The session that signed the viewer in (`None`: the loopback's reviewer or a
-    /// bearer token; they cannot sign out).
+    /// The session that signed the viewer in (`None`: a bearer token, which cannot
+    /// sign out).
     pub(crate) session: Option<String>,
     /// The tenants whose calls the viewer reaches; `None`: every tenant.
     pub(crate) tenants: Option<Vec<Id>>,
@@ -30,41 +29,30 @@ pub(crate) struct Viewer {
 impl Viewer {
     /// The viewer a request's headers prove, if any.
     fn of(app: &App, headers: &HeaderMap) -> Option<Viewer> {
-        match &app.access {
-            Access::Reviewer(id) => Some(Viewer {
+        let credentials = &app.credentials;
+        if let Some(token) = bearer(headers) {
+            // A wrong token is not a session: no fallback to the cookie. (The guard has
+            // already refused an address with too many wrong ones.)
+            return credentials.token_holder(token).map(|id| Viewer {
                 id: id.clone(),
-                binding: format!("reviewer:{id}"),
+                binding: format!("bearer:{id}"),
                 session: None,
-                tenants: None,
-            }),
-            Access::Credentials(credentials) => {
-                if let Some(token) = bearer(headers) {
-                    // A wrong token is not a session: no fallback to the cookie. (The
-                    // guard has already refused an address with too many wrong ones.)
-                    return credentials.token_holder(token).map(|id| Viewer {
-                        id: id.clone(),
-                        binding: format!("bearer:{id}"),
-                        session: None,
-                        tenants: credentials.tenants_of(id).map(<[Id]>::to_vec),
-                    });
-                }
-                let session = cookie(headers, app.cookie_name())?;
-                let id = app.sessions.reviewer(&session)?;
-                Some(Viewer {
-                    tenants: credentials.tenants_of(&id).map(<[Id]>::to_vec),
-                    id,
-                    binding: format!("session:{session}"),
-                    session: Some(session),
-                })
-            }
+                tenants: credentials.tenants_of(id).map(<[Id]>::to_vec),
+            });
         }
+        let session = cookie(headers, &app.cookie_name())?;
+        let id = app.sessions.reviewer(&session)?;
+        Some(Viewer {
+            tenants: credentials.tenants_of(&id).map(<[Id]>::to_vec),
+            id,
+            binding: format!("session:{session}"),
+            session: Some(session),
+        })
     }
 
     /// The viewer of `headers`, or the 401 for a request without one.
     fn require(app: &App, headers: &HeaderMap) -> Result<Viewer, ConsoleError> {
-        Viewer::of(app, headers).ok_or(ConsoleError::Unauthenticated {
-            challenge: matches!(app.access, Access::Credentials(_)),
-        })
+        Viewer::of(app, headers).ok_or(ConsoleError::Unauthenticated)
     }
 
     /// Whether the viewer reaches `tenant`'s calls, outputs and chain.

@@ -8,21 +8,26 @@ use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
+use tooltrust::Id;
 
 use crate::app::App;
 use crate::viewer::Viewer;
 
-/// Server-sent events: `queue` with the queue's mark, whenever it changes. The stream
-/// ends when the viewer's session does.
+/// Server-sent events: `queue` with the mark of the calls the viewer reviews (their
+/// tenants' only), whenever it changes. The stream ends when the viewer's session does.
 pub(super) async fn events(State(app): State<Arc<App>>, viewer: Viewer) -> Response {
-    Sse::new(marks(app, viewer.session))
+    Sse::new(marks(app, viewer.session, viewer.tenants))
         .keep_alive(KeepAlive::default())
         .into_response()
 }
 
-fn marks(app: Arc<App>, session: Option<String>) -> impl Stream<Item = Result<Event, Infallible>> {
-    let start = (app, session, None::<String>);
-    futures_util::stream::unfold(start, |(app, session, last)| async move {
+fn marks(
+    app: Arc<App>,
+    session: Option<String>,
+    tenants: Option<Vec<Id>>,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let start = (app, session, tenants, None::<String>);
+    futures_util::stream::unfold(start, |(app, session, tenants, last)| async move {
         let mut first = last.is_none();
         loop {
             if !first {
@@ -34,11 +39,11 @@ fn marks(app: Arc<App>, session: Option<String>) -> impl Stream<Item = Result<Ev
             {
                 return None;
             }
-            if let Some(mark) = app.mark().await
+            if let Some(mark) = app.mark(tenants.as_deref()).await
                 && last.as_deref() != Some(mark.as_str())
             {
                 let event = Event::default().event("queue").data(mark.clone());
-                return Some((Ok(event), (app, session, Some(mark))));
+                return Some((Ok(event), (app, session, tenants, Some(mark))));
             }
         }
     })

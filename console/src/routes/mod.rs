@@ -65,8 +65,8 @@ async fn frame<'a>(
     live: String,
 ) -> Frame<'a> {
     // The mark is read before the page's content, so a change in between shows as a
-    // new mark, never as none.
-    let mark = app.mark().await;
+    // new mark, never as none; it is the mark of the viewer's tenants only.
+    let mark = app.mark(viewer.tenants.as_deref()).await;
     Frame {
         title,
         viewer: Some(&viewer.id),

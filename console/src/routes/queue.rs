@@ -43,7 +43,22 @@ pub(super) async fn queue(
         before,
         limit: Some(PAGE),
     };
-    let calls = app.store.list(&filter).await?;
+    // The cursor must be a call the viewer reviews: another tenant's id pages to
+    // nothing, exactly as an unknown id does, so that paging tells nothing of whether
+    // (or when) another tenant's call exists.
+    let cursor_seen = match &filter.before {
+        None => true,
+        Some(before) => app
+            .store
+            .get(before)
+            .await?
+            .is_some_and(|call| viewer.may(&call.tenant)),
+    };
+    let calls = if cursor_seen {
+        app.store.list(&filter).await?
+    } else {
+        Vec::new()
+    };
     let older = (calls.len() == PAGE as usize)
         .then(|| calls.last().map(|call| &call.id))
         .flatten();

@@ -1,17 +1,18 @@
-//! Signing in and out, for a console with credentials (a loopback console's reviewer
-//! is named at start-up and never signs in).
+//! Signing in and out: with a reviewer's name and password or token (a console with
+//! credentials), or with a token alone, which names its holder (the address a console
+//! for one reviewer prints, `/login?token=…`, signs in at once). Either way the browser
+//! gets a session cookie.
 
 use std::sync::Arc;
 
 use axum::Extension;
-use axum::extract::{Form, State};
+use axum::extract::{Form, Query, State};
 use axum::http::StatusCode;
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use tooltrust::Id;
 
-use crate::access::Access;
 use crate::app::App;
 use crate::csrf::random_hex;
 use crate::error::ConsoleError;
@@ -24,14 +25,36 @@ use crate::viewer::{CsrfForm, Posted, cookie};
 pub(super) struct LoginForm {
     reviewer: Option<String>,
     secret: Option<String>,
+    /// A token alone (it names its holder), as the sign-in page of a console for one
+    /// reviewer asks for it.
+    token: Option<String>,
 }
 
-pub(super) async fn login_page(State(app): State<Arc<App>>) -> Response {
-    if matches!(app.access, Access::Reviewer(_)) {
-        return Redirect::to("/").into_response();
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct LoginQuery {
+    token: Option<String>,
+}
+
+/// What a sign-in presents.
+enum Proof {
+    /// A bearer token, which names its holder.
+    Token(String),
+    /// A reviewer's name and their password or token.
+    Secret { reviewer: String, secret: String },
+}
+
+/// The sign-in page; with `?token=…` (the address a console for one reviewer prints at
+/// start-up), the token is exchanged for a session at once.
+pub(super) async fn login_page(
+    State(app): State<Arc<App>>,
+    Extension(client): Extension<Client>,
+    headers: HeaderMap,
+    Query(query): Query<LoginQuery>,
+) -> Result<Response, ConsoleError> {
+    match query.token {
+        Some(token) => sign_in(&app, &client, &headers, Proof::Token(token)).await,
+        None => Ok(login_form(&app, StatusCode::OK, None)),
     }
-    let frame = Frame::bare("Sign in");
-    pages::response(StatusCode::OK, pages::page(&frame, pages::login(None)))
 }
 
 pub(super) async fn login(
@@ -40,54 +63,80 @@ pub(super) async fn login(
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Result<Response, ConsoleError> {
-    let Access::Credentials(credentials) = &app.access else {
-        return Ok(Redirect::to("/").into_response());
+    let proof = match form.token {
+        Some(token) => Proof::Token(token),
+        None => Proof::Secret {
+            reviewer: form.reviewer.unwrap_or_default(),
+            secret: form.secret.unwrap_or_default(),
+        },
     };
-    let reviewer = form.reviewer.unwrap_or_default();
-    let secret = form.secret.unwrap_or_default();
+    sign_in(&app, &client, &headers, proof).await
+}
+
+/// The sign-in page, with `error` when an attempt failed.
+fn login_form(app: &App, status: StatusCode, error: Option<&str>) -> Response {
     let frame = Frame::bare("Sign in");
+    pages::response(status, pages::page(&frame, pages::login(error, app.single)))
+}
+
+/// Checks `proof` and, if it proves a reviewer, opens their session (the cookie) and
+/// sends them to the queue.
+async fn sign_in(
+    app: &App,
+    client: &Client,
+    headers: &HeaderMap,
+    proof: Proof,
+) -> Result<Response, ConsoleError> {
     // The address's window first, so the per-name window holds at most its attempts'
-    // worth of names; a name that is no id names no reviewer and has none.
-    let limited = app
-        .logins_all
-        .take(&client.0)
-        .and_then(|()| match Id::new(&reviewer) {
-            Ok(name) => app.logins.take(name.as_str()),
-            Err(_) => Ok(()),
-        });
+    // worth of names; a name that is no id names no reviewer and has none. The token a
+    // console for one reviewer drew (256 bits) cannot be guessed, and its sign-in is not
+    // limited: every local user shares the loopback address, and could otherwise keep
+    // the reviewer out by filling its window.
+    let limited = match &proof {
+        Proof::Token(_) if app.single => Ok(()),
+        _ => app.logins_all.take(&client.0).and_then(|()| match &proof {
+            Proof::Secret { reviewer, .. } => match Id::new(reviewer) {
+                Ok(name) => app.logins.take(name.as_str()),
+                Err(_) => Ok(()),
+            },
+            Proof::Token(_) => Ok(()),
+        }),
+    };
     if let Err(wait) = limited {
         let text = format!(
             "too many sign-in attempts; wait {} s",
             wait.as_secs().max(1)
         );
-        return Ok(pages::response(
-            StatusCode::TOO_MANY_REQUESTS,
-            pages::page(&frame, pages::login(Some(&text))),
-        ));
+        return Ok(login_form(app, StatusCode::TOO_MANY_REQUESTS, Some(&text)));
     }
-    let credentials = credentials.clone();
-    let proved = tokio::task::spawn_blocking(move || credentials.verify(&reviewer, &secret))
-        .await
-        .ok()
-        .flatten();
+    let proved = match proof {
+        // Compared in constant time, with every reviewer's token.
+        Proof::Token(token) => app.credentials.token_holder(&token).cloned(),
+        Proof::Secret { reviewer, secret } => {
+            let credentials = app.credentials.clone();
+            tokio::task::spawn_blocking(move || credentials.verify(&reviewer, &secret))
+                .await
+                .ok()
+                .flatten()
+        }
+    };
     let Some(id) = proved else {
-        return Ok(pages::response(
-            StatusCode::UNAUTHORIZED,
-            pages::page(
-                &frame,
-                pages::login(Some("unknown reviewer, or the wrong password or token")),
-            ),
-        ));
+        let text = if app.single {
+            "wrong token: open the address the console printed when it started"
+        } else {
+            "unknown reviewer, or the wrong password or token"
+        };
+        return Ok(login_form(app, StatusCode::UNAUTHORIZED, Some(text)));
     };
     let session = random_hex().map_err(|_| ConsoleError::NoRandomness)?;
     // Signing in again ends the session the browser had: one cookie, one session.
-    if let Some(old) = cookie(&headers, app.cookie_name()) {
+    let name = app.cookie_name();
+    if let Some(old) = cookie(headers, &name) {
         app.sessions.close(&old);
     }
     app.sessions.open(session.clone(), id);
     let cookie = format!(
-        "{}={session}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
-        app.cookie_name(),
+        "{name}={session}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
         SESSION_TTL.as_secs(),
         if app.tls { "; Secure" } else { "" }
     );
@@ -115,7 +164,7 @@ pub(super) async fn logout(
     _: CsrfForm<LogoutForm>,
 ) -> Response {
     // The browser's session cookie ends, whichever credential proved the viewer.
-    if let Some(session) = cookie(&headers, app.cookie_name()) {
+    if let Some(session) = cookie(&headers, &app.cookie_name()) {
         app.sessions.close(&session);
     }
     let mut response = Redirect::to("/login").into_response();

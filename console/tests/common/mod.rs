@@ -74,7 +74,30 @@ pub async fn hold(store: &Store, payload: &str, body: &str) -> PendingCall {
 pub struct Running {
     pub url: String,
     pub addr: SocketAddr,
+    /// The address that signs in: with the token, for a console for one reviewer.
+    pub sign_in: String,
+    /// The token of a console for one reviewer.
+    pub token: Option<String>,
     task: JoinHandle<()>,
+}
+
+impl Running {
+    /// An HTTP client that shows redirects instead of following them and, for a console
+    /// for one reviewer, sends its token as a bearer token with every request.
+    pub fn client(&self) -> reqwest::Client {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(token) = &self.token {
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {token}").parse().unwrap(),
+            );
+        }
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .default_headers(headers)
+            .build()
+            .unwrap()
+    }
 }
 
 impl Drop for Running {
@@ -83,7 +106,8 @@ impl Drop for Running {
     }
 }
 
-/// A loopback console for `reviewer` on a port of its own.
+/// A loopback console for `reviewer` (who signs in with the token it draws) on a port
+/// of its own.
 pub fn loopback(store: &Store, reviewer: &str) -> Config {
     let mut config = Config::loopback(store.clone(), Id::new(reviewer).unwrap());
     config.listen = "127.0.0.1:0".parse().unwrap();
@@ -95,11 +119,19 @@ pub async fn start(config: Config) -> Running {
     let console = Console::bind(config).await.unwrap();
     let addr = console.local_addr().unwrap();
     let url = console.url().unwrap();
+    let sign_in = console.sign_in_url().unwrap();
+    let token = console.token().map(|token| token.secret().to_owned());
     let console = console.poll_every(std::time::Duration::from_millis(50));
     let task = tokio::spawn(async move {
         console.run(std::future::pending()).await.unwrap();
     });
-    Running { url, addr, task }
+    Running {
+        url,
+        addr,
+        sign_in,
+        token,
+        task,
+    }
 }
 
 /// An HTTP client that shows redirects instead of following them.

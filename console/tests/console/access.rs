@@ -408,10 +408,9 @@ async fn a_quarantined_output_opens_only_on_a_recorded_request() {
         })
         .await
         .unwrap();
-    let http = client();
-
     // Without the KEK the page says the output exists, never its bytes.
     let keyless = start(loopback(&store, "alice")).await;
+    let http = keyless.client();
     let page = http
         .get(format!("{}calls/{}", keyless.url, held.id))
         .send()
@@ -439,6 +438,7 @@ async fn a_quarantined_output_opens_only_on_a_recorded_request() {
     let mut config = loopback(&store, "alice");
     config.kek = Some(Kek::from_bytes(key_bytes));
     let console = start(config).await;
+    let http = console.client();
     let url = format!("{}calls/{}", console.url, held.id);
     let page = http.get(&url).send().await.unwrap().text().await.unwrap();
     assert!(page.contains("Decrypt for review") && !page.contains("child said"));
@@ -509,6 +509,7 @@ async fn a_quarantined_output_opens_only_on_a_recorded_request() {
     let mut other = loopback(&store, "alice");
     other.kek = Some(Kek::from_bytes([8u8; 32]));
     let other = start(other).await;
+    let http = other.client();
     let url = format!("{}calls/{}", other.url, held.id);
     let token = csrf(&http.get(&url).send().await.unwrap().text().await.unwrap());
     let page = post(
@@ -610,4 +611,397 @@ async fn a_reviewer_reaches_only_the_tenants_their_line_names() {
         globex.get(&theirs.id).await.unwrap().unwrap().status,
         HeldStatus::Held
     );
+}
+
+/// The next `queue` event of a live stream, or `None` if none comes within `wait`.
+async fn next_mark(
+    stream: &mut reqwest::Response,
+    seen: &mut String,
+    wait: std::time::Duration,
+) -> Option<String> {
+    tokio::time::timeout(wait, async {
+        loop {
+            if let Some(end) = seen.find("\n\n") {
+                let event: String = seen.drain(..end + 2).collect();
+                if let Some(data) = event
+                    .strip_prefix("event: queue\ndata: ")
+                    .map(|rest| rest.trim_end().to_owned())
+                {
+                    return data;
+                }
+                continue;
+            }
+            let chunk = stream.chunk().await.unwrap().expect("the stream goes on");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    })
+    .await
+    .ok()
+}
+
+/// The live mark a page carries.
+fn page_mark(page: &str) -> String {
+    let marker = "<meta name=\"live-mark\" content=\"";
+    let at = page.find(marker).expect("a page with a live mark") + marker.len();
+    page[at..].split('"').next().unwrap().to_owned()
+}
+
+/// Issue 38: a local user who could not read the store opened a loopback console's
+/// call and approved it as the configured reviewer. The console for one reviewer now
+/// draws a token and serves nobody without it; the token signs in (as a bearer token,
+/// or exchanged for a session cookie), and a wrong one is refused like none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loopback_console_serves_nobody_without_its_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::store(&dir).await;
+    let held = hold(&store, PAYLOAD, "hello").await;
+    let console = start(loopback(&store, "alice")).await;
+    let token = console
+        .token
+        .clone()
+        .expect("a console for one reviewer has a token");
+    assert_eq!(token.len(), 64, "256 bits, as hex");
+    assert_eq!(
+        console.sign_in,
+        format!("{}login?token={token}", console.url)
+    );
+    let http = client();
+
+    // Another local user, without the token: the sign-in page, never the queue or a call.
+    for path in [
+        String::new(),
+        format!("calls/{}", held.id),
+        "audit".into(),
+        "audit/verify".into(),
+    ] {
+        let response = http
+            .get(format!("{}{path}", console.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::SEE_OTHER, "/{path}");
+        assert_eq!(response.headers()["location"], "/login", "/{path}");
+        assert!(!response.text().await.unwrap().contains("send_email"));
+    }
+    let response = http
+        .get(format!("{}events", console.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    // The login page asks for the token alone.
+    let page = http
+        .get(format!("{}login", console.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("name=\"token\"") && !page.contains("name=\"reviewer\""));
+
+    // Their decision, however it is dressed up, is refused and changes nothing.
+    let decide = format!("{}calls/{}/decide", console.url, held.id);
+    let fields = [
+        ("verdict", "approve"),
+        ("reason", "mine now"),
+        ("reviewer", "alice"),
+    ];
+    assert_eq!(
+        post(&http, &decide, &fields).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+    // A wrong token, as a bearer, in the sign-in address or in the form: refused.
+    let wrong = format!("{:0>64}", "1");
+    let response = http
+        .get(&console.url)
+        .header("authorization", format!("Bearer {wrong}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    for response in [
+        http.get(format!("{}login?token={wrong}", console.url))
+            .send()
+            .await
+            .unwrap(),
+        http.get(format!("{}login?token=", console.url))
+            .send()
+            .await
+            .unwrap(),
+        post(
+            &http,
+            &format!("{}login", console.url),
+            &[("token", &wrong)],
+        )
+        .await,
+        post(
+            &http,
+            &format!("{}login", console.url),
+            &[("reviewer", "alice"), ("secret", &wrong)],
+        )
+        .await,
+    ] {
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert!(response.headers().get("set-cookie").is_none());
+    }
+    assert_eq!(
+        store.get(&held.id).await.unwrap().unwrap().status,
+        HeldStatus::Held
+    );
+
+    // With the token as a bearer: the queue, as alice.
+    let page = http
+        .get(&console.url)
+        .header("authorization", format!("Bearer {token}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("Reviewing as <strong id=\"viewer\">alice</strong>"));
+    assert!(page.contains(held.id.as_str()));
+
+    // The printed address exchanges the token for a session cookie (named for this
+    // console's port) and goes on to the queue.
+    let response = http.get(&console.sign_in).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(response.headers()["location"], "/");
+    let cookie = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        cookie.starts_with(&format!("tooltrust_console_{}=", console.addr.port()))
+            && cookie.contains("HttpOnly")
+            && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let session = cookie.split(';').next().unwrap().to_owned();
+    let page = http
+        .get(format!("{}calls/{}", console.url, held.id))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("Reviewing as <strong id=\"viewer\">alice</strong>"));
+    let response = http
+        .post(&decide)
+        .header("cookie", &session)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(common::form(&[
+            ("csrf", &csrf(&page)),
+            ("verdict", "approve"),
+            ("reason", "checked with the customer"),
+        ]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    let decided = store.get(&held.id).await.unwrap().unwrap();
+    assert_eq!(decided.status, HeldStatus::Approved);
+    assert_eq!(decided.decided_by.as_ref().map(Id::as_str), Some("alice"));
+
+    // The sign-in form takes the token too.
+    let response = post(
+        &http,
+        &format!("{}login", console.url),
+        &[("token", &token)],
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert!(response.headers().contains_key("set-cookie"));
+
+    // Each console draws its own token: this one's opens no other.
+    let other = start(loopback(&store, "alice")).await;
+    let response = http
+        .get(&other.url)
+        .header("authorization", format!("Bearer {token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_ne!(other.token.as_deref(), Some(token.as_str()));
+}
+
+/// Issue 38: a reviewer limited to some tenants learned another tenant's call ids from
+/// the queue's `before=` cursor (keyset paging on them listed their own calls older
+/// than it). Another tenant's id now pages exactly as an unknown id does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_tenants_id_pages_as_an_unknown_id_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::store(&dir).await;
+    let older = hold(&store, PAYLOAD, "ours, older").await;
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let globex = store.for_tenant(Id::new("globex").unwrap());
+    let theirs = hold(&globex, PAYLOAD, "theirs").await;
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let newer = hold(&store, PAYLOAD, "ours, newer").await;
+    let mut config = loopback(&store, "unused");
+    config.access = credentials(&dir, &format!("bob token {TOKEN} tenants=default\n"));
+    let console = start(config).await;
+    let http = client();
+    let get = |query: String| {
+        let request = http
+            .get(format!("{}?{query}", console.url))
+            .header("authorization", format!("Bearer {TOKEN}"));
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status(), response.text().await.unwrap())
+        }
+    };
+
+    // The calls a page lists.
+    let listed = |page: &str| {
+        let at = page.find("<section id=\"queue\"").expect("the queue");
+        let end = at + page[at..].find("</section>").unwrap();
+        page[at..end].to_owned()
+    };
+
+    // Their own cursor pages as ever.
+    let (status, page) = get(format!("before={}", newer.id)).await;
+    assert_eq!(status, StatusCode::OK);
+    let calls = listed(&page);
+    assert!(calls.contains(older.id.as_str()) && !calls.contains(newer.id.as_str()));
+
+    // Another tenant's id, an unknown one: the same answer, byte for byte (but for the
+    // page's own address, which names the cursor it was asked for).
+    let unknown = Id::new("0123456789abcdef0123456789abcdef").unwrap();
+    for filters in ["", "status=held&", "tenant=default&"] {
+        let (status, theirs_page) = get(format!("{filters}before={}", theirs.id)).await;
+        let (unknown_status, unknown_page) = get(format!("{filters}before={unknown}")).await;
+        assert_eq!(status, unknown_status, "{filters}");
+        assert_eq!(
+            theirs_page.replace(theirs.id.as_str(), "CURSOR"),
+            unknown_page.replace(unknown.as_str(), "CURSOR"),
+            "{filters}"
+        );
+        assert!(
+            !listed(&theirs_page).contains(older.id.as_str()),
+            "{theirs_page}"
+        );
+        assert!(theirs_page.contains("No held call matches."));
+    }
+    // A reviewer of every tenant pages from any call, as before.
+    let all = start(loopback(&store, "alice")).await;
+    let page = all
+        .client()
+        .get(format!("{}?before={}", all.url, theirs.id))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(listed(&page).contains(older.id.as_str()));
+}
+
+/// Issue 38: a reviewer limited to some tenants saw other tenants' activity in the live
+/// mark (pages and event stream). Their mark now changes with their own tenants' calls
+/// only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_mark_moves_with_the_reviewers_own_tenants_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::store(&dir).await;
+    let globex = store.for_tenant(Id::new("globex").unwrap());
+    let mut config = loopback(&store, "unused");
+    config.access = credentials(&dir, &format!("bob token {TOKEN} tenants=default\n"));
+    let console = start(config).await;
+    let http = client();
+    let page = || {
+        let request = http
+            .get(&console.url)
+            .header("authorization", format!("Bearer {TOKEN}"));
+        async move { page_mark(&request.send().await.unwrap().text().await.unwrap()) }
+    };
+    let mut stream = http
+        .get(format!("{}events", console.url))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let mut seen = String::new();
+    let wait = std::time::Duration::from_secs(10);
+    let first = next_mark(&mut stream, &mut seen, wait)
+        .await
+        .expect("a first mark");
+    assert_eq!(page().await, first);
+    let whole = store.queue_mark().await.unwrap();
+    assert_ne!(first, whole, "not the whole queue's mark");
+
+    // Another tenant's call is held, approved, claimed and run: nothing moves for bob.
+    let theirs = hold(&globex, PAYLOAD, "theirs").await;
+    globex
+        .decide(&theirs.id, &Id::new("carol").unwrap(), true, "fine")
+        .await
+        .unwrap();
+    let quiet = std::time::Duration::from_millis(600);
+    assert_eq!(next_mark(&mut stream, &mut seen, quiet).await, None);
+    assert_eq!(page().await, first);
+    let another = hold(&globex, PAYLOAD, "theirs again").await;
+    globex
+        .decide(&another.id, &Id::new("carol").unwrap(), false, "no")
+        .await
+        .unwrap();
+    assert_eq!(next_mark(&mut stream, &mut seen, quiet).await, None);
+    assert_eq!(page().await, first);
+    assert_ne!(
+        store.queue_mark().await.unwrap(),
+        whole,
+        "the whole queue moved"
+    );
+
+    // One of bob's: held, then decided; each moves his mark.
+    let ours = hold(&store, PAYLOAD, "ours").await;
+    let held = next_mark(&mut stream, &mut seen, wait)
+        .await
+        .expect("a hold of bob's");
+    assert_ne!(held, first);
+    assert_eq!(page().await, held);
+    store
+        .decide(&ours.id, &Id::new("carol").unwrap(), false, "no")
+        .await
+        .unwrap();
+    let decided = next_mark(&mut stream, &mut seen, wait)
+        .await
+        .expect("a decision on bob's");
+    assert_ne!(decided, held);
+    assert_eq!(page().await, decided);
+}
+
+/// Every local user shares the loopback address: wrong tokens from it do not keep the
+/// reviewer of a console for one reviewer out (its token cannot be guessed), as they do
+/// with a credentials file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_tokens_from_other_local_users_do_not_lock_the_reviewer_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::store(&dir).await;
+    let console = start(loopback(&store, "alice")).await;
+    let http = client();
+    for guess in 0..70 {
+        let guess = format!("{guess:0>64}");
+        let response = http
+            .get(&console.url)
+            .header("authorization", format!("Bearer {guess}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::SEE_OTHER);
+        let response = http
+            .get(format!("{}login?token={guess}", console.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    }
+    let page = console.client().get(&console.url).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let response = http.get(&console.sign_in).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert!(response.headers().contains_key("set-cookie"));
 }

@@ -198,7 +198,8 @@ async fn a_reviewer_approves_the_injection_scenario_and_the_agent_resumes() {
     let browser = browser(&chromium, &chromedriver).await;
     let client = &browser.client;
 
-    client.goto(&console.url).await.unwrap();
+    // The address the console printed signs alice in and goes on to the queue.
+    client.goto(&console.sign_in).await.unwrap();
     assert!(browser.text("td.tool").await.contains("send_email"));
     browser.screenshot("queue.png").await;
     browser.find("a.open").await.click().await.unwrap();
@@ -283,8 +284,30 @@ async fn a_rejection_the_author_refused_live_updates_and_the_corpus_as_text() {
     let browser = browser(&chromium, &chromedriver).await;
     let client = &browser.client;
 
-    // Live: a call held while the queue is open appears without a reload.
+    // Without the token: the sign-in page, which asks for it.
     client.goto(&console.url).await.unwrap();
+    assert_eq!(browser.text("h1").await, "Sign in");
+    assert!(
+        client
+            .find_all(Locator::Css("#queue"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    browser
+        .find("input[name=token]")
+        .await
+        .send_keys(console.token.as_deref().unwrap())
+        .await
+        .unwrap();
+    browser
+        .find("form.login button")
+        .await
+        .click()
+        .await
+        .unwrap();
+
+    // Live: a call held while the queue is open appears without a reload.
     assert!(
         browser
             .text("#queue")
@@ -329,6 +352,7 @@ async fn a_rejection_the_author_refused_live_updates_and_the_corpus_as_text() {
     // The author of the scope sees the refusal and no way to decide.
     let other = common::hold(&store, common::PAYLOAD, "again").await;
     let author = common::start(common::loopback(&store, common::AUTHOR)).await;
+    client.goto(&author.sign_in).await.unwrap();
     client
         .goto(&format!("{}calls/{}", author.url, other.id))
         .await

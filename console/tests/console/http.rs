@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{AUTHOR, PAYLOAD, client, csrf, hold, loopback, post, start};
+use common::{AUTHOR, PAYLOAD, csrf, hold, loopback, post, start};
 use reqwest::StatusCode;
 use tooltrust::Id;
 use tooltrust_console::CSP;
@@ -125,7 +125,7 @@ async fn every_corpus_payload_is_shown_as_text_on_every_page() {
         .await
         .unwrap();
     let console = start(loopback(&store, "alice")).await;
-    let http = client();
+    let http = console.client();
     for path in [
         String::new(),
         format!("calls/{}", in_context.id),
@@ -161,7 +161,7 @@ async fn the_queue_lists_held_calls_newest_first_and_filters_them() {
         .await
         .unwrap();
     let console = start(loopback(&store, "alice")).await;
-    let http = client();
+    let http = console.client();
 
     let page = text(http.get(&console.url).send().await.unwrap()).await;
     let (at_first, at_second) = (
@@ -233,7 +233,7 @@ async fn the_queue_pages_back_through_older_calls() {
         store.hold(&call).await.unwrap();
     }
     let console = start(loopback(&store, "alice")).await;
-    let http = client();
+    let http = console.client();
     let page = text(
         http.get(format!("{}?status=held", console.url))
             .send()
@@ -266,7 +266,8 @@ async fn a_held_call_shows_everything_a_person_needs_and_nothing_executes() {
     let held = hold(&store, PAYLOAD, "<script>alert(1)</script>").await;
     let console = start(loopback(&store, "alice")).await;
     let page = text(
-        client()
+        console
+            .client()
             .get(format!("{}calls/{}", console.url, held.id))
             .send()
             .await
@@ -309,7 +310,7 @@ async fn an_approval_is_recorded_with_the_reviewer_and_refused_without_its_token
     let store = common::store(&dir).await;
     let held = hold(&store, PAYLOAD, "hello").await;
     let console = start(loopback(&store, "alice")).await;
-    let http = client();
+    let http = console.client();
     let page_url = format!("{}calls/{}", console.url, held.id);
     let decide = format!("{page_url}/decide");
     let token = csrf(&text(http.get(&page_url).send().await.unwrap()).await);
@@ -328,7 +329,9 @@ async fn an_approval_is_recorded_with_the_reviewer_and_refused_without_its_token
     let other = start(loopback(&store, "mallory")).await;
     let other_token = csrf(
         &text(
-            http.get(format!("{}calls/{}", other.url, held.id))
+            other
+                .client()
+                .get(format!("{}calls/{}", other.url, held.id))
                 .send()
                 .await
                 .unwrap(),
@@ -392,7 +395,9 @@ async fn an_approval_is_recorded_with_the_reviewer_and_refused_without_its_token
     assert!(page.contains("You approved this call"));
     assert!(page.contains("Approved by <strong>alice</strong>"));
     let elsewhere = text(
-        http.get(format!("{}{}", other.url, &location[1..]))
+        other
+            .client()
+            .get(format!("{}{}", other.url, &location[1..]))
             .send()
             .await
             .unwrap(),
@@ -421,10 +426,10 @@ async fn the_author_is_refused_and_a_decision_made_elsewhere_first_wins() {
     let dir = tempfile::tempdir().unwrap();
     let store = common::store(&dir).await;
     let held = hold(&store, PAYLOAD, "hello").await;
-    let http = client();
 
     // The scope's author sees why they may not decide, and a post is refused and recorded.
     let author = start(loopback(&store, AUTHOR)).await;
+    let http = author.client();
     let page = text(
         http.get(format!("{}calls/{}", author.url, held.id))
             .send()
@@ -458,6 +463,7 @@ async fn the_author_is_refused_and_a_decision_made_elsewhere_first_wins() {
 
     // Alice opens the page; Bob rejects from a terminal first; Alice's approval loses.
     let alice = start(loopback(&store, "alice")).await;
+    let http = alice.client();
     let page = text(
         http.get(format!("{}calls/{}", alice.url, held.id))
             .send()
@@ -501,7 +507,7 @@ async fn decisions_are_rate_limited_per_reviewer() {
     let mut config = loopback(&store, "alice");
     config.decisions_per_minute = 1;
     let console = start(config).await;
-    let http = client();
+    let http = console.client();
     let token = csrf(
         &text(
             http.get(format!("{}calls/{}", console.url, first.id))
@@ -541,7 +547,7 @@ async fn unknown_and_invalid_ids_other_hosts_and_other_origins_are_refused() {
     let store = common::store(&dir).await;
     let held = hold(&store, PAYLOAD, "hello").await;
     let console = start(loopback(&store, "alice")).await;
-    let http = client();
+    let http = console.client();
     let token = csrf(
         &text(
             http.get(format!("{}calls/{}", console.url, held.id))
@@ -631,7 +637,7 @@ async fn every_response_carries_the_security_headers_and_the_assets_are_embedded
     let dir = tempfile::tempdir().unwrap();
     let store = common::store(&dir).await;
     let console = start(loopback(&store, "alice")).await;
-    let http = client();
+    let http = console.client();
     for (path, kind) in [
         ("", "text/html"),
         ("audit", "text/html"),
@@ -678,7 +684,7 @@ async fn the_audit_chain_is_searched_and_verified_and_a_bad_entry_is_named() {
         .await
         .unwrap();
     let console = start(loopback(&store, "alice")).await;
-    let http = client();
+    let http = console.client();
 
     let page = text(
         http.get(format!("{}audit", console.url))
@@ -778,6 +784,7 @@ async fn live_updates_announce_a_call_held_elsewhere() {
     let dir = tempfile::tempdir().unwrap();
     let store = common::store(&dir).await;
     let console = start(loopback(&store, "alice")).await;
+    let client = || console.client();
     let response = client()
         .get(format!("{}events", console.url))
         .send()
@@ -863,7 +870,7 @@ async fn the_console_decides_on_a_postgres_store() {
         .unwrap();
     let held = hold(&store, PAYLOAD, "hello").await;
     let console = start(loopback(&store, "alice")).await;
-    let http = client();
+    let http = console.client();
     let page = text(
         http.get(format!("{}calls/{}", console.url, held.id))
             .send()
