@@ -565,9 +565,10 @@ url = "http://127.0.0.1:9000/mcp"
         let readme = include_str!("../../README.md");
         let block = readme
             .split("```toml\n")
-            .nth(1)
-            .and_then(|rest| rest.split("```").next())
-            .expect("a TOML block in the README");
+            .skip(1)
+            .filter_map(|rest| rest.split("```").next())
+            .find(|block| block.contains("[[upstream]]"))
+            .expect("a proxy configuration in the README");
         let config = ProxyConfig::parse(block).unwrap();
         assert_eq!(
             config.upstream[0].declarations().description_of("search"),
