@@ -6,9 +6,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use tooltrust::Id;
+use tooltrust::held::{AllTenants, Reviewer, Reviewers, Tenants};
 use tooltrust::quarantine::Kek;
+use tooltrust::signature::SecretKey;
 use tooltrust_console::{
-    Access, Config, Console, Credentials, DEFAULT_DECISIONS_PER_MINUTE, DEFAULT_LISTEN, TlsFiles,
+    Access, Config, Console, Credentials, DEFAULT_DECISIONS_PER_MINUTE, DEFAULT_LISTEN,
+    ReviewerKeys, TlsFiles,
 };
 use tooltrust_store::{Location, Store, StoreOptions};
 
@@ -51,6 +54,14 @@ pub struct ConsoleArgs {
     /// decrypt quarantined outputs for review.
     #[arg(long, value_name = "FILE")]
     kek_file: Option<PathBuf>,
+    /// The private key of the --reviewer (as `tooltrust reviewer keygen` wrote it): each
+    /// decision is signed with it, and counts only where the hosts' reviewers file trusts
+    /// its public key. Without it (or --keys) the console shows, but cannot decide.
+    #[arg(long, value_name = "FILE", requires = "reviewer")]
+    key: Option<PathBuf>,
+    /// A directory of the reviewers' private keys, one `ID.key` per reviewer of --auth.
+    #[arg(long, value_name = "DIR", conflicts_with = "key")]
+    keys: Option<PathBuf>,
     /// Reads a password from standard input, prints its argon2 PHC string for a
     /// credentials file, and exits.
     #[arg(long, exclusive = true)]
@@ -90,6 +101,26 @@ pub fn run(args: ConsoleArgs) -> Result<(), String> {
         .map_err(|e| describe(&e))?
         .ok_or_else(|| describe(&crate::store::Error::NoStore))?;
     let kek = args.kek_file.as_deref().map(read_kek).transpose()?;
+    let keys = reviewer_keys(&args)?;
+    let reviewers = match args.store.reviewers().map_err(|e| describe(&e))? {
+        Some(reviewers) => reviewers,
+        // Without the hosts' file, the store records what these keys sign; every host
+        // checks each signature against its own reviewers file before it runs anything.
+        None => Reviewers::from_list(
+            keys.iter()
+                .map(|(id, key)| Reviewer {
+                    id: id.clone(),
+                    key: key.public(),
+                    tenants: Tenants::All(AllTenants::All),
+                })
+                .collect(),
+        )
+        .map_err(|e| e.to_string())?,
+    };
+    let mut signing = ReviewerKeys::new();
+    for (id, key) in keys {
+        signing.insert(id, key);
+    }
     let tls = match (args.tls_cert, args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
         _ => None,
@@ -101,6 +132,7 @@ pub fn run(args: ConsoleArgs) -> Result<(), String> {
     runtime.block_on(async {
         let options = StoreOptions {
             create: false,
+            reviewers: std::sync::Arc::new(reviewers),
             ..StoreOptions::default()
         };
         let store = Store::open(&location, options)
@@ -113,6 +145,7 @@ pub fn run(args: ConsoleArgs) -> Result<(), String> {
             tls,
             decisions_per_minute: args.decisions_per_minute,
             kek,
+            keys: signing,
         };
         let console = Console::bind(config).await.map_err(|e| describe(&e))?;
         let url = console.url().map_err(|e| e.to_string())?;
@@ -181,6 +214,36 @@ async fn stopped() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// The signing keys of the reviewers the console serves: --key for --reviewer, or each
+/// `ID.key` of --keys.
+fn reviewer_keys(args: &ConsoleArgs) -> Result<Vec<(Id, SecretKey)>, String> {
+    let mut keys = Vec::new();
+    if let (Some(path), Some(reviewer)) = (&args.key, &args.reviewer) {
+        let key = SecretKey::read(path).map_err(|e| e.to_string())?;
+        keys.push((reviewer.clone(), key));
+    }
+    if let Some(dir) = &args.keys {
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| format!("cannot read the keys directory {}: {e}", dir.display()))?;
+        for entry in entries {
+            let path = entry
+                .map_err(|e| format!("cannot read the keys directory {}: {e}", dir.display()))?
+                .path();
+            let Some(stem) = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .and_then(|name| name.strip_suffix(".key"))
+            else {
+                continue;
+            };
+            let id = Id::new(stem).map_err(|e| format!("{}: {e}", path.display()))?;
+            let key = SecretKey::read(&path).map_err(|e| e.to_string())?;
+            keys.push((id, key));
+        }
+    }
+    Ok(keys)
 }
 
 fn read_kek(path: &Path) -> Result<Kek, String> {

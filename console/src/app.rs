@@ -68,6 +68,8 @@ pub(crate) struct App {
     /// cookies between every port of a host).
     pub(crate) port: u16,
     pub(crate) kek: Option<Kek>,
+    /// The reviewers' signing keys.
+    pub(crate) keys: crate::keys::ReviewerKeys,
     /// How often live views look at the queue.
     pub(crate) poll: Duration,
     /// The queue's mark as last read, and when: every live view shares one read per poll.
@@ -101,6 +103,7 @@ impl App {
             tls,
             port: 0,
             kek,
+            keys: crate::keys::ReviewerKeys::new(),
             poll: Duration::from_secs(1),
             mark: tokio::sync::Mutex::new(None),
             tenant_marks: tokio::sync::Mutex::new(HashMap::new()),

@@ -41,6 +41,8 @@ pub(crate) enum ConsoleError {
     NoVerdict,
     /// A decryption asked of a console without a key-encryption key.
     NoKek,
+    /// A decision by a reviewer whose signing key the console does not hold.
+    NoKey(Id),
     /// Too many of something in a minute: how long to wait, and the text saying so
     /// (`{}` is the number of seconds).
     TooMany { wait: Duration, text: &'static str },
@@ -101,6 +103,12 @@ impl IntoResponse for ConsoleError {
             ConsoleError::NoVerdict => {
                 refusal(StatusCode::UNPROCESSABLE_ENTITY, "choose approve or reject")
             }
+            ConsoleError::NoKey(reviewer) => refusal(
+                StatusCode::CONFLICT,
+                &format!(
+                    "this console holds no signing key for {reviewer}: a decision counts only signed with its reviewer's key; start the console with --key FILE (or --keys DIR)"
+                ),
+            ),
             ConsoleError::NoKek => refusal(
                 StatusCode::CONFLICT,
                 "this console holds no key-encryption key: start it with --kek-file FILE",

@@ -45,6 +45,7 @@ mod context;
 mod csrf;
 mod error;
 mod guard;
+mod keys;
 mod limits;
 mod pages;
 mod routes;
@@ -57,6 +58,7 @@ pub use access::{
     Access, Credentials, CredentialsError, HashError, MIN_TOKEN_CHARS, hash_password,
 };
 pub use guard::CSP;
+pub use keys::ReviewerKeys;
 pub use serve::{
     Config, Console, DEFAULT_DECISIONS_PER_MINUTE, DEFAULT_LISTEN, StartError, TlsFiles,
 };

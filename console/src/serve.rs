@@ -14,6 +14,8 @@ use tokio_rustls::rustls::{self, ServerConfig};
 use tooltrust::quarantine::Kek;
 use tooltrust_store::Store;
 
+use crate::keys::ReviewerKeys;
+
 use crate::access::{Access, Credentials};
 use crate::app::App;
 use crate::routes;
@@ -50,6 +52,9 @@ pub struct Config {
     /// The key-encryption key of the quarantine, to decrypt outputs for review (none:
     /// the console shows that outputs exist, never their bytes).
     pub kek: Option<Kek>,
+    /// The reviewers' signing keys: a decision is signed with its reviewer's key, and a
+    /// reviewer without one here cannot decide in this console.
+    pub keys: ReviewerKeys,
 }
 
 impl Config {
@@ -65,6 +70,7 @@ impl Config {
             tls: None,
             decisions_per_minute: DEFAULT_DECISIONS_PER_MINUTE,
             kek: None,
+            keys: ReviewerKeys::new(),
         }
     }
 }
@@ -163,6 +169,7 @@ impl Console {
             config.kek,
         )
         .map_err(|e| StartError::Random(e.to_string()))?;
+        app.keys = config.keys;
         app.port = local.port();
         if local.ip().is_loopback() {
             app.hosts = Some(loopback_hosts(local, tls.is_some()));

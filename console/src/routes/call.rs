@@ -174,11 +174,16 @@ pub(super) async fn decide(
         });
     }
     let reason = form.reason.unwrap_or_default();
-    match app
-        .store
-        .decide(&call_id, &viewer.id, approve, reason.trim())
-        .await
-    {
+    let Some(key) = app.keys.get(&viewer.id) else {
+        return Err(ConsoleError::NoKey(viewer.id.clone()));
+    };
+    let Some(call) = app.store.get(&call_id).await? else {
+        return Err(ConsoleError::not_found("no held call has this id"));
+    };
+    let signed = call
+        .statement(approve, reason.trim(), viewer.id.clone())
+        .sign(key);
+    match app.store.decide(&signed).await {
         Ok(decided) => Ok(
             Redirect::to(&format!("/calls/{}?done={}", decided.id, decided.status)).into_response(),
         ),
@@ -189,7 +194,9 @@ pub(super) async fn decide(
                 DecideError::AlreadyDecided { .. } | DecideError::Expired { .. } => {
                     StatusCode::CONFLICT
                 }
-                DecideError::AuthorCannotDecide { .. } => StatusCode::FORBIDDEN,
+                DecideError::AuthorCannotDecide { .. }
+                | DecideError::Unauthorized { .. }
+                | DecideError::NeverHeld(_) => StatusCode::FORBIDDEN,
                 DecideError::NoReason | DecideError::ReasonTooLong { .. } => {
                     StatusCode::UNPROCESSABLE_ENTITY
                 }

@@ -6,9 +6,71 @@
 use std::net::SocketAddr;
 
 use tokio::task::JoinHandle;
+use tooltrust::held::{AllTenants, Reviewer, Reviewers, Tenants};
+use tooltrust::signature::SecretKey;
 use tooltrust::{CallOutcome, Id, Instruction, Session, ToolCall, tool, tools};
-use tooltrust_console::{Access, Config, Console};
-use tooltrust_store::{PendingCall, Store};
+use tooltrust_console::{Access, Config, Console, ReviewerKeys};
+use tooltrust_store::{DecideError, PendingCall, Store, StoreOptions};
+
+/// The reviewers the tests' stores trust (every tenant) and the consoles hold keys for.
+pub const REVIEWERS: [&str; 9] = [
+    "alice", "ann", "bob", "carol", "dave", "erin", "rita", "sam", "zoe",
+];
+
+/// A reviewer's test key: fixed per name.
+pub fn reviewer_key(name: &str) -> SecretKey {
+    SecretKey::from_seed(*tooltrust::call::Checksum::of(name.as_bytes()).as_bytes())
+}
+
+/// The public keys of [`REVIEWERS`], for a store.
+pub fn reviewers() -> std::sync::Arc<Reviewers> {
+    std::sync::Arc::new(
+        Reviewers::from_list(
+            REVIEWERS
+                .iter()
+                .map(|name| Reviewer {
+                    id: Id::new(*name).unwrap(),
+                    key: reviewer_key(name).public(),
+                    tenants: Tenants::All(AllTenants::All),
+                })
+                .collect(),
+        )
+        .unwrap(),
+    )
+}
+
+/// The private keys of [`REVIEWERS`], for a console.
+pub fn keys() -> ReviewerKeys {
+    let mut keys = ReviewerKeys::new();
+    for name in REVIEWERS {
+        keys.insert(Id::new(name).unwrap(), reviewer_key(name));
+    }
+    keys
+}
+
+/// Decides `id` in `store` as `reviewer`, signed with their test key (as the CLI and the
+/// console do).
+pub async fn decide_as(
+    store: &Store,
+    id: &Id,
+    reviewer: &str,
+    approve: bool,
+    reason: &str,
+) -> Result<PendingCall, DecideError> {
+    let call = store.get(id).await.unwrap().expect("a held call");
+    let signed = call
+        .statement(approve, reason, Id::new(reviewer).unwrap())
+        .sign(&reviewer_key(reviewer));
+    store.decide(&signed).await
+}
+
+/// Store options that trust [`REVIEWERS`].
+pub fn store_options() -> StoreOptions {
+    StoreOptions {
+        reviewers: reviewers(),
+        ..StoreOptions::default()
+    }
+}
 
 /// An injection written as HTML and JavaScript as well as in our tag vocabulary: any of
 /// it that executed in the console's page would set `window.__tooltrust_xss`.
@@ -111,6 +173,7 @@ impl Drop for Running {
 pub fn loopback(store: &Store, reviewer: &str) -> Config {
     let mut config = Config::loopback(store.clone(), Id::new(reviewer).unwrap());
     config.listen = "127.0.0.1:0".parse().unwrap();
+    config.keys = keys();
     config
 }
 
@@ -173,9 +236,8 @@ pub fn csrf(page: &str) -> String {
 
 /// A SQLite store in `dir`.
 pub async fn store(dir: &tempfile::TempDir) -> Store {
-    Store::open_sqlite(dir.path().join("store.db"))
-        .await
-        .unwrap()
+    let location = tooltrust_store::Location::Sqlite(dir.path().join("store.db"));
+    Store::open(&location, store_options()).await.unwrap()
 }
 
 /// Access for the credentials in `text`, written to a file in `dir`.

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{PAYLOAD, client, credentials, csrf, hold, loopback, post, start};
+use common::{PAYLOAD, client, credentials, csrf, decide_as, hold, keys, loopback, post, start};
 use reqwest::StatusCode;
 use tooltrust::Id;
 use tooltrust::quarantine::{Kek, seal};
@@ -331,6 +331,7 @@ async fn a_console_on_every_interface_serves_over_tls() {
         }),
         decisions_per_minute: 30,
         kek: None,
+        keys: keys(),
     };
     let console = start(config).await;
     assert!(console.url.starts_with("https://"));
@@ -936,16 +937,14 @@ async fn the_live_mark_moves_with_the_reviewers_own_tenants_only() {
 
     // Another tenant's call is held, approved, claimed and run: nothing moves for bob.
     let theirs = hold(&globex, PAYLOAD, "theirs").await;
-    globex
-        .decide(&theirs.id, &Id::new("carol").unwrap(), true, "fine")
+    decide_as(&globex, &theirs.id, "carol", true, "fine")
         .await
         .unwrap();
     let quiet = std::time::Duration::from_millis(600);
     assert_eq!(next_mark(&mut stream, &mut seen, quiet).await, None);
     assert_eq!(page().await, first);
     let another = hold(&globex, PAYLOAD, "theirs again").await;
-    globex
-        .decide(&another.id, &Id::new("carol").unwrap(), false, "no")
+    decide_as(&globex, &another.id, "carol", false, "no")
         .await
         .unwrap();
     assert_eq!(next_mark(&mut stream, &mut seen, quiet).await, None);
@@ -963,8 +962,7 @@ async fn the_live_mark_moves_with_the_reviewers_own_tenants_only() {
         .expect("a hold of bob's");
     assert_ne!(held, first);
     assert_eq!(page().await, held);
-    store
-        .decide(&ours.id, &Id::new("carol").unwrap(), false, "no")
+    decide_as(&store, &ours.id, "carol", false, "no")
         .await
         .unwrap();
     let decided = next_mark(&mut stream, &mut seen, wait)

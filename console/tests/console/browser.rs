@@ -185,15 +185,29 @@ async fn a_reviewer_approves_the_injection_scenario_and_the_agent_resumes() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    // A second agent process waits for the decision.
+    // A second agent process waits for the decision; it trusts alice's public key only.
+    let reviewers = dir.path().join("reviewers.toml");
+    std::fs::write(
+        &reviewers,
+        format!(
+            "[[reviewer]]\nid = \"alice\"\nkey = \"{}\"\ntenants = \"*\"\n",
+            common::reviewer_key("alice").public()
+        ),
+    )
+    .unwrap();
     let mut resumed = Command::new(example())
         .args(["--sqlite", file_arg, "--resume", "--wait", "120"])
+        .arg("--reviewers")
+        .arg(&reviewers)
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
 
-    let store = tooltrust_store::Store::open_sqlite(&file).await.unwrap();
+    let location = tooltrust_store::Location::Sqlite(file.clone());
+    let store = tooltrust_store::Store::open(&location, common::store_options())
+        .await
+        .unwrap();
     let console = common::start(common::loopback(&store, "alice")).await;
     let browser = browser(&chromium, &chromedriver).await;
     let client = &browser.client;

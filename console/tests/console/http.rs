@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{AUTHOR, PAYLOAD, csrf, hold, loopback, post, start};
+use common::{AUTHOR, PAYLOAD, csrf, decide_as, hold, loopback, post, start};
 use reqwest::StatusCode;
 use tooltrust::Id;
 use tooltrust_console::CSP;
@@ -115,8 +115,7 @@ async fn every_corpus_payload_is_shown_as_text_on_every_page() {
     while !markup.is_char_boundary(cut) {
         cut -= 1;
     }
-    store
-        .decide(&call.id, &Id::new("bob").unwrap(), false, &markup[..cut])
+    decide_as(&store, &call.id, "bob", false, &markup[..cut])
         .await
         .unwrap();
     call = store.get(&call.id).await.unwrap().unwrap();
@@ -151,13 +150,7 @@ async fn the_queue_lists_held_calls_newest_first_and_filters_them() {
     let store = common::store(&dir).await;
     let first = hold(&store, PAYLOAD, "first").await;
     let second = hold(&store, "a plain page", "second <b>bold</b>").await;
-    store
-        .decide(
-            &first.id,
-            &Id::new("bob").unwrap(),
-            false,
-            "not the customer",
-        )
+    decide_as(&store, &first.id, "bob", false, "not the customer")
         .await
         .unwrap();
     let console = start(loopback(&store, "alice")).await;
@@ -472,13 +465,7 @@ async fn the_author_is_refused_and_a_decision_made_elsewhere_first_wins() {
     )
     .await;
     let token = csrf(&page);
-    store
-        .decide(
-            &held.id,
-            &Id::new("bob").unwrap(),
-            false,
-            "not the customer",
-        )
+    decide_as(&store, &held.id, "bob", false, "not the customer")
         .await
         .unwrap();
     let response = post(
@@ -835,8 +822,7 @@ async fn live_updates_announce_a_call_held_elsewhere() {
         .remove(0);
     let call_url = format!("{}calls/{}", console.url, held.id);
     let token = csrf(&text(client().get(&call_url).send().await.unwrap()).await);
-    store
-        .decide(&held.id, &Id::new("bob").unwrap(), true, "fine")
+    decide_as(&store, &held.id, "bob", true, "fine")
         .await
         .unwrap();
     let answered = post(
@@ -862,7 +848,7 @@ async fn the_console_decides_on_a_postgres_store() {
     let schema = format!("tt_console_{}", Id::random().unwrap());
     let options = tooltrust_store::StoreOptions {
         postgres_schema: Some(schema.clone()),
-        ..tooltrust_store::StoreOptions::default()
+        ..common::store_options()
     };
     let location = tooltrust_store::Location::Postgres(base.clone());
     let store = tooltrust_store::Store::open(&location, options)
