@@ -13,8 +13,8 @@ use tooltrust_console::{Access, Config, Console, ReviewerKeys};
 use tooltrust_store::{DecideError, PendingCall, Store, StoreOptions};
 
 /// The reviewers the tests' stores trust (every tenant) and the consoles hold keys for.
-pub const REVIEWERS: [&str; 9] = [
-    "alice", "ann", "bob", "carol", "dave", "erin", "rita", "sam", "zoe",
+pub const REVIEWERS: [&str; 10] = [
+    "alice", "ann", "bob", "carol", "dave", "erin", "rita", "sam", "zoe", AUTHOR,
 ];
 
 /// A reviewer's test key: fixed per name.
