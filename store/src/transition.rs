@@ -414,6 +414,18 @@ async fn decide_in(
         }
     };
     let mut lifecycle = call.lifecycle();
+    if lifecycle.status == HeldStatus::Held && lifecycle.expired_at(&now) {
+        // Past its expiry it never runs, whoever decides: the row says so from now on.
+        set_status(tx, engine, id, HeldStatus::Expired, DECIDE).await?;
+        let at = lifecycle.expires_at.clone().unwrap_or_default();
+        return refused(
+            DecideError::Expired {
+                id: id.clone(),
+                expired_at: at.clone(),
+            },
+            format!("expired at {at}"),
+        );
+    }
     if let Err(reason) = authority.reviewers.check(signed, id, &lifecycle) {
         let why = reason.to_string();
         return refused(

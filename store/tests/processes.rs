@@ -30,7 +30,7 @@ use tooltrust_store::{
 };
 
 use common::contract::chain_entries;
-use common::{TestDb, id, numbered};
+use common::{TestDb, decide_as, id, numbered};
 
 /// A case returns whether it ran (the PostgreSQL ones need `TOOLTRUST_TEST_POSTGRES`).
 type Case = fn(&tokio::runtime::Runtime) -> bool;
@@ -365,7 +365,7 @@ fn child(args: &[String]) -> ExitCode {
     let location = Location::parse(location).unwrap();
     let options = StoreOptions {
         postgres_schema: (schema != "-").then(|| schema.clone()),
-        ..StoreOptions::default()
+        ..common::test_options()
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async move {
@@ -436,7 +436,7 @@ async fn agent_child(store: Store, index: usize, per_agent: usize) {
         let lane_ids: Vec<_> = mine.iter().skip(lane).step_by(LANES).cloned().collect();
         tasks.spawn(async move {
             for call in &lane_ids {
-                match store.decide(call, &reviewer, true, "load test").await {
+                match decide_as(&store, call, reviewer.as_str(), true, "load test").await {
                     Ok(_) => {
                         say(format!("decided {call}"));
                         let receipt = store

@@ -7,15 +7,19 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sqlx::Row;
-use tooltrust::audit::{Body, GENESIS, Head, VerifyErrorKind};
+use tooltrust::Id;
+use tooltrust::audit::{Body, GENESIS, Head, ProvenanceFault, VerifyErrorKind, Writers};
+use tooltrust::call::Checksum;
+use tooltrust::canonical::canonical_json;
 use tooltrust::event::{Event, Recorder};
+use tooltrust::held::{DecisionError, SignedDecision};
 use tooltrust_store::{
     ChainError, ClaimError, ConversationError, DecideError, EntryFilter, HeldStatus, HoldError,
-    ListFilter, SCHEMA_VERSION, SealedCopy, Store, StoreError, StoreRecorder, WaitError,
-    WaitOptions,
+    ListFilter, PendingCall, SCHEMA_VERSION, SealedCopy, Store, StoreError, StoreOptions,
+    StoreRecorder, WaitError, WaitOptions,
 };
 
-use super::{TestDb, held, id, numbered};
+use super::{TestDb, decide_as, held, id, numbered, sign_as, test_key};
 
 /// The lines of a tenant's chain, in seq order, read with a plain connection.
 pub async fn chain_lines(db: &TestDb, tenant: &str) -> Vec<String> {
@@ -184,17 +188,17 @@ pub async fn decisions_follow_the_rules(db: &TestDb) {
     let other = hold(&store, r#"{"to":"bob"}"#).await;
 
     // The scope's author cannot decide; a decision needs a reason; unknown ids are errors.
-    let refused = store.decide(&call.id, &id("ann"), true, "looks fine").await;
+    let refused = decide_as(&store, &call.id, "ann", true, "looks fine").await;
     assert!(
         matches!(&refused, Err(DecideError::AuthorCannotDecide { reviewer, .. }) if reviewer.as_str() == "ann"),
         "{refused:?}"
     );
     assert!(matches!(
-        store.decide(&call.id, &id("rita"), true, "  ").await,
+        decide_as(&store, &call.id, "rita", true, "  ").await,
         Err(DecideError::NoReason)
     ));
     assert!(matches!(
-        store.decide(&id("unknown"), &id("rita"), true, "ok").await,
+        decide_as(&store, &id("unknown"), "rita", true, "ok").await,
         Err(DecideError::UnknownCall(_))
     ));
     assert_eq!(
@@ -202,8 +206,7 @@ pub async fn decisions_follow_the_rules(db: &TestDb) {
         HeldStatus::Held
     );
 
-    let approved = store
-        .decide(&call.id, &id("rita"), true, "the principal asked for it")
+    let approved = decide_as(&store, &call.id, "rita", true, "the principal asked for it")
         .await
         .unwrap();
     assert_eq!(approved.status, HeldStatus::Approved);
@@ -215,7 +218,7 @@ pub async fn decisions_follow_the_rules(db: &TestDb) {
     assert_eq!(store.get(&call.id).await.unwrap(), Some(approved.clone()));
 
     // A second decision, either way, changes nothing.
-    let again = store.decide(&call.id, &id("sam"), false, "no").await;
+    let again = decide_as(&store, &call.id, "sam", false, "no").await;
     assert!(
         matches!(
             again,
@@ -228,8 +231,7 @@ pub async fn decisions_follow_the_rules(db: &TestDb) {
     );
     assert_eq!(store.get(&call.id).await.unwrap(), Some(approved));
 
-    let rejected = store
-        .decide(&other.id, &id("sam"), false, "exfiltration")
+    let rejected = decide_as(&store, &other.id, "sam", false, "exfiltration")
         .await
         .unwrap();
     assert_eq!(rejected.status, HeldStatus::Rejected);
@@ -257,7 +259,22 @@ pub async fn decisions_follow_the_rules(db: &TestDb) {
     assert_eq!(entries[3]["checksum"], json!(call.checksum));
     assert_eq!(entries[3]["reviewer"], json!("rita"));
     assert_eq!(entries[3]["decision"], json!("approved"));
+    // The entry carries the reviewer's signed statement: what a claim checks.
+    let signed = &entries[3]["signed"];
+    assert_eq!(signed["statement"]["call"], json!(call.id));
+    assert_eq!(signed["statement"]["reviewer"], json!("rita"));
+    assert_eq!(signed["statement"]["decision"], json!("approved"));
+    assert_eq!(signed["statement"]["scope"], json!(call.scope));
+    assert_eq!(signed["statement"]["checksum"], json!(call.checksum));
+    assert_eq!(signed["statement"]["expires_at"], json!(call.expires_at));
+    assert_eq!(signed["signature"].as_str().map(str::len), Some(128));
+    let signed: tooltrust::held::SignedDecision = serde_json::from_value(signed.clone()).unwrap();
+    assert_eq!(
+        store.get(&call.id).await.unwrap().unwrap().decision,
+        Some(signed)
+    );
     assert_eq!(entries[5]["decision"], json!("rejected"));
+    assert_eq!(entries[5]["signed"]["statement"]["reviewer"], json!("sam"));
     assert_eq!(entries[2]["refusal"], json!("the author cannot decide"));
     assert_eq!(entries[4]["refusal"], json!("already approved"));
     assert_eq!(store.verify_chain(None).await.unwrap().entries, 6);
@@ -273,8 +290,7 @@ pub async fn claims_run_a_call_once(db: &TestDb) {
             ..
         })
     ));
-    store
-        .decide(&call.id, &id("rita"), true, "fine")
+    decide_as(&store, &call.id, "rita", true, "fine")
         .await
         .unwrap();
     let claimed = store.claim_to_run(&call.id, &call.binding()).await.unwrap();
@@ -291,8 +307,7 @@ pub async fn claims_run_a_call_once(db: &TestDb) {
         Err(ClaimError::UnknownCall(_))
     ));
     let rejected = hold(&store, r#"{"to":"bob"}"#).await;
-    store
-        .decide(&rejected.id, &id("rita"), false, "no")
+    decide_as(&store, &rejected.id, "rita", false, "no")
         .await
         .unwrap();
     assert!(matches!(
@@ -326,8 +341,7 @@ pub async fn claims_run_a_call_once(db: &TestDb) {
 pub async fn approvals_are_bound_to_their_scope_and_call(db: &TestDb) {
     let store = db.open().await;
     let call = hold(&store, r#"{"to":"eve"}"#).await;
-    store
-        .decide(&call.id, &id("rita"), true, "fine")
+    decide_as(&store, &call.id, "rita", true, "fine")
         .await
         .unwrap();
     let bound = call.binding();
@@ -404,8 +418,7 @@ pub async fn approvals_need_their_decision_in_the_chain_and_expire(db: &TestDb) 
     ));
     // A decision on another call does not vouch for this one either.
     let other = hold(&store, r#"{"to":"bob"}"#).await;
-    store
-        .decide(&other.id, &id("rita"), true, "fine")
+    decide_as(&store, &other.id, "rita", true, "fine")
         .await
         .unwrap();
     assert!(matches!(
@@ -438,17 +451,14 @@ pub async fn approvals_need_their_decision_in_the_chain_and_expire(db: &TestDb) 
     );
     short.expires_at = Some("2000-01-01T00:00:00Z".into());
     let short = store.hold(&short).await.unwrap();
-    assert!(matches!(
-        store.decide(&short.id, &id("rita"), true, "late").await,
-        Err(DecideError::Expired { .. })
-    ));
+    let late = decide_as(&store, &short.id, "rita", true, "late").await;
+    assert!(matches!(late, Err(DecideError::Expired { .. })), "{late:?}");
     assert_eq!(
         store.get(&short.id).await.unwrap().unwrap().status,
         HeldStatus::Expired
     );
     let approved = hold(&store, r#"{"to":"dave"}"#).await;
-    store
-        .decide(&approved.id, &id("rita"), true, "fine")
+    decide_as(&store, &approved.id, "rita", true, "fine")
         .await
         .unwrap();
     db.tamper(&format!(
@@ -504,7 +514,9 @@ pub async fn concurrent_deciders_decide_once(db: &TestDb) {
                                 Err(other) => panic!("claim {i}: {other}"),
                             }
                         } else {
-                            match store.decide(call, &reviewer, i % 3 != 0, "race").await {
+                            match decide_as(&store, call, reviewer.as_str(), i % 3 != 0, "race")
+                                .await
+                            {
                                 Ok(_) => true,
                                 Err(DecideError::AlreadyDecided { .. }) => false,
                                 Err(other) => panic!("decide {i}: {other}"),
@@ -582,8 +594,7 @@ pub async fn waiting_sees_a_decision_from_elsewhere(db: &TestDb) {
         let call = call.id.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            reviewer
-                .decide(&call, &id("rita"), true, "ok")
+            decide_as(&reviewer, &call, "rita", true, "ok")
                 .await
                 .unwrap();
         })
@@ -895,7 +906,7 @@ pub async fn damaged_calls_are_refused(db: &TestDb) {
         Err(StoreError::CorruptRow { .. })
     ));
     assert!(matches!(
-        store.decide(&call.id, &id("rita"), true, "ok").await,
+        decide_as(&store, &call.id, "rita", true, "ok").await,
         Err(DecideError::Store(StoreError::CorruptRow { .. }))
     ));
     // The schema's own check keeps statuses to the four the store knows.
@@ -1041,8 +1052,7 @@ pub async fn declarations_entries_and_marks_read_back(db: &TestDb) {
     // The mark moves when a call is held and when one is decided.
     let held_mark = store.queue_mark().await.unwrap();
     assert_ne!(held_mark, empty);
-    store
-        .decide(&stored.id, &id("rita"), false, "no")
+    decide_as(&store, &stored.id, "rita", false, "no")
         .await
         .unwrap();
     let decided_mark = store.queue_mark().await.unwrap();
@@ -1188,28 +1198,70 @@ pub async fn a_version_1_store_is_upgraded_in_place(db: &TestDb) {
     .execute(&pool)
     .await
     .unwrap();
+    // Two entries of its chain: one that names the call, one that names none.
+    let mut prev = GENESIS;
+    for (seq, event) in [
+        (1u64, json!({"event": "note", "call": call.id})),
+        (2, json!({"event": "note"})),
+    ] {
+        let (line, hash) = Body::of(&event)
+            .unwrap()
+            .seal(seq, "2026-01-01T00:00:00Z".to_owned(), &prev)
+            .unwrap();
+        sqlx::query("INSERT INTO chain_entry (tenant, seq, line) VALUES ('default', $1, $2)")
+            .bind(seq as i64)
+            .bind(String::from_utf8(line).unwrap().trim_end())
+            .execute(&pool)
+            .await
+            .unwrap();
+        prev = hash;
+    }
+    sqlx::query("INSERT INTO chain_head (tenant, seq, hash) VALUES ('default', 2, $1)")
+        .bind(prev.to_hex())
+        .execute(&pool)
+        .await
+        .unwrap();
     pool.close().await;
 
     let store = db.open().await;
+    // Version 4 indexed the entries already there by the call their line names.
+    let pool = db.raw().await;
+    let indexed: Vec<Option<String>> =
+        sqlx::query("SELECT call FROM chain_entry WHERE tenant = 'default' ORDER BY seq")
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get::<Option<String>, _>(0))
+            .collect();
+    pool.close().await;
+    assert_eq!(indexed, [Some(call.id.to_string()), None]);
     let kept = store.get(&call.id).await.unwrap().unwrap();
     assert_eq!(
         (kept.args.as_str(), kept.declaration),
         (call.args.as_str(), None)
     );
-    store
-        .decide(&call.id, &id("rita"), true, "fine")
+    decide_as(&store, &call.id, "rita", true, "fine")
         .await
         .unwrap();
     // Held before holds were recorded: its hold is recorded with its decision, marked.
-    assert_eq!(store.verify_chain(None).await.unwrap().entries, 2);
+    assert_eq!(store.verify_chain(None).await.unwrap().entries, 4);
     let entries = chain_entries(db, "default").await;
-    assert_eq!(entries[0]["event"], json!("call_held"));
-    assert_eq!(entries[0]["backfilled"], json!(true));
-    assert_eq!(entries[1]["event"], json!("call_decided"));
+    assert_eq!(entries[2]["event"], json!("call_held"));
+    assert_eq!(entries[2]["backfilled"], json!(true));
+    assert_eq!(entries[3]["event"], json!("call_decided"));
     assert_eq!(
         store.get(&call.id).await.unwrap().unwrap().status,
         HeldStatus::Approved
     );
+    // The approval of a call held before the upgrade is spent like any other, once.
+    let binding = store.get(&call.id).await.unwrap().unwrap().binding();
+    store.claim_to_run(&call.id, &binding).await.unwrap();
+    assert!(matches!(
+        store.claim_to_run(&call.id, &binding).await,
+        Err(ClaimError::AlreadyClaimed { .. })
+    ));
+    store.verify_chain(None).await.unwrap();
     let pool = db.raw().await;
     let versions: i64 = sqlx::query("SELECT max(version) FROM tooltrust_schema")
         .fetch_one(&pool)
@@ -1262,7 +1314,7 @@ pub async fn random_interleavings_keep_the_lifecycle(db: &TestDb) {
                     }
                     5..15 => {
                         let reviewer = if rng.u8(..5) == 0 { "ann" } else { "rita" };
-                        let _ = store.decide(&call.id, &id(reviewer), rng.bool(), "r").await;
+                        let _ = decide_as(&store, &call.id, reviewer, rng.bool(), "r").await;
                     }
                     15..27 => {
                         let mut binding = call.binding();
@@ -1369,4 +1421,965 @@ pub async fn random_interleavings_keep_the_lifecycle(db: &TestDb) {
         "the schedule claimed nothing: it tests nothing"
     );
     store.verify_chain(None).await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// The attacks of issue 38, each as it worked before decisions were signed: an attacker
+// with write access to the database (raw SQL through `TestDb::tamper` and the helpers
+// below) but no reviewer's or writer's private key.
+// ---------------------------------------------------------------------------------------
+
+/// A tenant's head row, read with a plain connection.
+async fn head_row(db: &TestDb, tenant: &str) -> (u64, Checksum) {
+    let pool = db.raw().await;
+    let row = sqlx::query("SELECT seq, hash FROM chain_head WHERE tenant = $1")
+        .bind(tenant)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let seq: i64 = row.get(0);
+    let hash: String = row.get(1);
+    (seq as u64, hash.parse().unwrap())
+}
+
+/// Appends `event` to `tenant`'s chain as an attacker with database access would: sealed
+/// after the head with a correct hash (the chain has no key to stop them), inserted with
+/// its `call` index, and the head row moved. Returns the entry's seq.
+pub async fn forge_entry(db: &TestDb, tenant: &str, event: Value) -> u64 {
+    let (seq, prev) = head_row(db, tenant).await;
+    let ts = chain_entries(db, tenant)
+        .await
+        .last()
+        .map(|last| last["ts"].as_str().unwrap().to_owned())
+        .unwrap_or_else(|| "2026-01-01T00:00:00Z".to_owned());
+    let call = event.get("call").and_then(Value::as_str).map(str::to_owned);
+    let (line, hash) = Body::of(&event).unwrap().seal(seq + 1, ts, &prev).unwrap();
+    let line = String::from_utf8(line).unwrap();
+    let pool = db.raw().await;
+    sqlx::query("INSERT INTO chain_entry (tenant, seq, line, call) VALUES ($1, $2, $3, $4)")
+        .bind(tenant)
+        .bind((seq + 1) as i64)
+        .bind(line.trim_end())
+        .bind(call)
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE chain_head SET seq = $1, hash = $2 WHERE tenant = $3")
+        .bind((seq + 1) as i64)
+        .bind(hash.to_hex())
+        .bind(tenant)
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    seq + 1
+}
+
+/// What [`rewrite_chain`] does to one entry.
+enum Rewrite {
+    /// Leave it (re-sealed all the same if an entry before it changed).
+    Keep,
+    /// It was edited in place.
+    Edited,
+    /// Drop it; the entries after it move up one seq.
+    Delete,
+}
+
+/// How [`rewrite_chain`] seals the entries it has to rewrite.
+#[derive(Clone, Copy)]
+enum Reseal {
+    /// As `Body::seal` does: unsigned (the attacker has no writer key).
+    Unsigned,
+    /// Keeping each entry's `signer` in the hashed content and its old `sig` beside the
+    /// new hash: a copied signature.
+    CopySignatures,
+    /// Signed with the attacker's own key.
+    SignedBy(&'static str),
+}
+
+/// Rewrites `tenant`'s chain as an attacker with database access would: `edit` sees each
+/// entry's fields (without `seq`, `ts`, `prev`, `hash`, `signer`, `sig`) and may change or
+/// drop it; every entry from the first one changed on is re-sealed after its new
+/// predecessor with a correct hash, the rows replaced (their `call` index kept in step)
+/// and the head row moved. Unchanged entries before the first edit keep their bytes.
+async fn rewrite_chain(
+    db: &TestDb,
+    tenant: &str,
+    reseal: Reseal,
+    mut edit: impl FnMut(&mut serde_json::Map<String, Value>) -> Rewrite,
+) {
+    let mut prev = GENESIS;
+    let mut dirty = false;
+    let mut rows: Vec<(String, Option<String>)> = Vec::new();
+    for line in chain_lines(db, tenant).await {
+        let Value::Object(mut fields) = serde_json::from_str::<Value>(&line).unwrap() else {
+            panic!("not an entry: {line}");
+        };
+        let ts = fields.remove("ts").unwrap();
+        let signer = fields.remove("signer");
+        let sig = fields.remove("sig");
+        let hash = fields.remove("hash").unwrap();
+        for reserved in ["seq", "prev"] {
+            fields.remove(reserved);
+        }
+        match edit(&mut fields) {
+            Rewrite::Keep => {}
+            Rewrite::Edited => dirty = true,
+            Rewrite::Delete => {
+                dirty = true;
+                continue;
+            }
+        }
+        let call = fields
+            .get("call")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if !dirty {
+            prev = hash.as_str().unwrap().parse().unwrap();
+            rows.push((line, call));
+            continue;
+        }
+        let seq = rows.len() as u64 + 1;
+        let ts = ts.as_str().unwrap().to_owned();
+        let (line, hash) = match reseal {
+            Reseal::Unsigned => Body::of(&fields).unwrap().seal(seq, ts, &prev).unwrap(),
+            Reseal::SignedBy(attacker) => Body::of(&fields)
+                .unwrap()
+                .seal_signed(seq, ts, &prev, Some(&test_key(attacker)))
+                .unwrap(),
+            Reseal::CopySignatures => {
+                // The hash covers `prev`'s hex and the entry without `hash` and `sig`.
+                fields.insert("seq".into(), json!(seq));
+                fields.insert("ts".into(), json!(ts));
+                fields.insert("prev".into(), json!(prev.to_hex()));
+                if let Some(signer) = signer {
+                    fields.insert("signer".into(), signer);
+                }
+                let hashed = canonical_json(&Value::Object(fields.clone()));
+                let hash = Checksum::of(format!("{}{hashed}", prev.to_hex()).as_bytes());
+                fields.insert("hash".into(), json!(hash.to_hex()));
+                if let Some(sig) = sig {
+                    fields.insert("sig".into(), sig);
+                }
+                (canonical_json(&Value::Object(fields)).into_bytes(), hash)
+            }
+        };
+        let line = String::from_utf8(line).unwrap().trim_end().to_owned();
+        rows.push((line, call));
+        prev = hash;
+    }
+    let pool = db.raw().await;
+    sqlx::query("DELETE FROM chain_entry WHERE tenant = $1")
+        .bind(tenant)
+        .execute(&pool)
+        .await
+        .unwrap();
+    for (n, (line, call)) in rows.iter().enumerate() {
+        sqlx::query("INSERT INTO chain_entry (tenant, seq, line, call) VALUES ($1, $2, $3, $4)")
+            .bind(tenant)
+            .bind(n as i64 + 1)
+            .bind(line.as_str())
+            .bind(call.as_deref())
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    sqlx::query("UPDATE chain_head SET seq = $1, hash = $2 WHERE tenant = $3")
+        .bind(rows.len() as i64)
+        .bind(prev.to_hex())
+        .bind(tenant)
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+}
+
+/// The events of `tenant`'s chain about `call`, in order.
+async fn events_of(db: &TestDb, tenant: &str, call: &Id) -> Vec<String> {
+    chain_entries(db, tenant)
+        .await
+        .iter()
+        .filter(|e| e["call"] == json!(call))
+        .map(|e| e["event"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// How many `call_claimed` entries `tenant`'s chain holds for `call`.
+async fn claims_in_chain(db: &TestDb, tenant: &str, call: &Id) -> usize {
+    events_of(db, tenant, call)
+        .await
+        .iter()
+        .filter(|e| *e == "call_claimed")
+        .count()
+}
+
+/// The `call_decided` entry the store itself wrote before decisions were signed.
+fn unsigned_decision(call: &PendingCall, reviewer: &str) -> Value {
+    json!({
+        "event": "call_decided",
+        "call": call.id,
+        "tool": call.tool,
+        "checksum": call.checksum,
+        "scope": call.scope,
+        "author": call.author,
+        "reviewer": reviewer,
+        "decision": "approved",
+        "reason": "looks fine",
+    })
+}
+
+/// [`unsigned_decision`] with a `signed` statement beside it.
+fn decision_entry(call: &PendingCall, signed: &SignedDecision) -> Value {
+    let mut entry = unsigned_decision(call, signed.statement.reviewer.as_str());
+    entry["signed"] = serde_json::to_value(signed).unwrap();
+    entry
+}
+
+/// Sets a call's row to approved by `reviewer`, with `signed` as its decision, as one
+/// UPDATE would.
+async fn approve_row(db: &TestDb, call: &Id, reviewer: &str, signed: Option<&SignedDecision>) {
+    let decision = signed
+        .map(|signed| format!("'{}'", serde_json::to_string(signed).unwrap()))
+        .unwrap_or_else(|| "NULL".to_owned());
+    db.tamper(&format!(
+        "UPDATE pending_call SET status = 'approved', decided_by = '{reviewer}', \
+         decision_reason = 'looks fine', decided_at = '2026-01-01T00:00:00Z', \
+         decision = {decision} WHERE id = '{call}'"
+    ))
+    .await;
+}
+
+/// Reproduction 1 of issue 38, the two-step forgery: the row set to approved and a
+/// `call_decided` entry appended with a correct hash and the head moved. Unsigned, or
+/// signed by a key the store does not trust, it approves nothing; nor does a decision
+/// handed to `decide` without the reviewer's key (`pending approve --reviewer NAME`).
+pub async fn a_forged_decision_approves_nothing(db: &TestDb) {
+    let store = db.open().await;
+    let call = hold(&store, r#"{"to":"eve@evil.example"}"#).await;
+    approve_row(db, &call.id, "rita", None).await;
+    forge_entry(db, "default", unsigned_decision(&call, "rita")).await;
+    let refused = store.claim_to_run(&call.id, &call.binding()).await;
+    assert!(
+        matches!(
+            refused,
+            Err(ClaimError::NoRecordedApproval(_) | ClaimError::Unauthorized { .. })
+        ),
+        "{refused:?}"
+    );
+
+    // Signed, but by eve, whom the store does not know; or in rita's name with eve's key.
+    let by_eve = sign_as(&call, "eve", true, "looks fine");
+    approve_row(db, &call.id, "eve", Some(&by_eve)).await;
+    forge_entry(db, "default", decision_entry(&call, &by_eve)).await;
+    let refused = store.claim_to_run(&call.id, &call.binding()).await;
+    assert!(
+        matches!(
+            &refused,
+            Err(ClaimError::Unauthorized {
+                reason: DecisionError::UnknownReviewer(who),
+                ..
+            }) if who.as_str() == "eve"
+        ),
+        "{refused:?}"
+    );
+    let as_rita = call
+        .statement(true, "looks fine", id("rita"))
+        .sign(&test_key("eve"));
+    approve_row(db, &call.id, "rita", Some(&as_rita)).await;
+    forge_entry(db, "default", decision_entry(&call, &as_rita)).await;
+    let refused = store.claim_to_run(&call.id, &call.binding()).await;
+    assert!(
+        matches!(
+            &refused,
+            Err(ClaimError::Unauthorized {
+                reason: DecisionError::BadSignature(who),
+                ..
+            }) if who.as_str() == "rita"
+        ),
+        "{refused:?}"
+    );
+    // A genuine signature over another statement (rita rejected; the verdict edited).
+    let mut edited = sign_as(&call, "rita", false, "looks fine");
+    edited.statement.decision = HeldStatus::Approved;
+    approve_row(db, &call.id, "rita", Some(&edited)).await;
+    forge_entry(db, "default", decision_entry(&call, &edited)).await;
+    let refused = store.claim_to_run(&call.id, &call.binding()).await;
+    assert!(
+        matches!(
+            refused,
+            Err(ClaimError::Unauthorized {
+                reason: DecisionError::BadSignature(_),
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(claims_in_chain(db, "default", &call.id).await, 0);
+    assert_eq!(
+        store.get(&call.id).await.unwrap().unwrap().status,
+        HeldStatus::Approved,
+        "the forged row stays as the attacker left it: nothing claimed it"
+    );
+    assert_eq!(
+        events_of(db, "default", &call.id).await,
+        [
+            "call_held",
+            "call_decided",
+            "call_claim_refused",
+            "call_decided",
+            "call_claim_refused",
+            "call_decided",
+            "call_claim_refused",
+            "call_decided",
+            "call_claim_refused",
+        ]
+    );
+
+    // Deciding without the reviewer's key: a statement in rita's name signed by eve, and
+    // one in eve's own name.
+    let other = hold(&store, r#"{"to":"mallory@evil.example"}"#).await;
+    let read = store.get(&other.id).await.unwrap().unwrap();
+    let forged = read
+        .statement(true, "approve it", id("rita"))
+        .sign(&test_key("eve"));
+    let refused = store.decide(&forged).await;
+    assert!(
+        matches!(
+            &refused,
+            Err(DecideError::Unauthorized {
+                reason: DecisionError::BadSignature(_),
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    let refused = store
+        .decide(&sign_as(&read, "eve", true, "approve it"))
+        .await;
+    assert!(
+        matches!(
+            &refused,
+            Err(DecideError::Unauthorized {
+                reason: DecisionError::UnknownReviewer(_),
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    let now = store.get(&other.id).await.unwrap().unwrap();
+    assert_eq!(
+        (now.status, now.decided_by, now.decision),
+        (HeldStatus::Held, None, None)
+    );
+    assert_eq!(
+        events_of(db, "default", &other.id).await,
+        [
+            "call_held",
+            "call_decision_refused",
+            "call_decision_refused"
+        ]
+    );
+    // A row written outside the queue, never held in the chain, cannot be decided.
+    db.tamper(&format!(
+        "INSERT INTO pending_call (id, tenant, tool, args, checksum, rule, reason, scope, \
+         author, status, created_at, expires_at) SELECT 'planted', tenant, tool, args, checksum, \
+         rule, reason, scope, author, 'held', '2999-01-01T00:00:00Z', expires_at \
+         FROM pending_call WHERE id = '{}'",
+        other.id
+    ))
+    .await;
+    let refused = decide_as(&store, &id("planted"), "rita", true, "ok").await;
+    assert!(
+        matches!(&refused, Err(DecideError::NeverHeld(planted)) if planted.as_str() == "planted"),
+        "{refused:?}"
+    );
+}
+
+/// Reproduction 2 of issue 38, the replay: a call that ran (or failed, or was claimed and
+/// never finished), its row set back to approved, is not claimed again: the chain holds
+/// its claim.
+pub async fn a_spent_approval_is_not_spent_again(db: &TestDb) {
+    let store = db.open().await;
+    for (n, finish) in [Some(true), Some(false), None].into_iter().enumerate() {
+        let call = hold(&store, &format!(r#"{{"to":"x{n}@example.com"}}"#)).await;
+        decide_as(&store, &call.id, "rita", true, "fine")
+            .await
+            .unwrap();
+        store.claim_to_run(&call.id, &call.binding()).await.unwrap();
+        if let Some(ran) = finish {
+            store.finish_claimed(&call.id, ran).await.unwrap();
+        }
+        db.tamper(&format!(
+            "UPDATE pending_call SET status = 'approved' WHERE id = '{}'",
+            call.id
+        ))
+        .await;
+        let replay = store.claim_to_run(&call.id, &call.binding()).await;
+        assert!(
+            matches!(
+                replay,
+                Err(ClaimError::AlreadyClaimed {
+                    status: HeldStatus::Approved,
+                    ..
+                })
+            ),
+            "{finish:?}: {replay:?}"
+        );
+        assert_eq!(claims_in_chain(db, "default", &call.id).await, 1);
+        // The replay is recorded.
+        assert_eq!(
+            events_of(db, "default", &call.id)
+                .await
+                .last()
+                .map(String::as_str),
+            Some("call_claim_refused")
+        );
+    }
+    store.verify_chain(None).await.unwrap();
+
+    // The claim finds a call's entries through the `call` index, and an attacker can
+    // clear it (the lines, and so the chain's hashes, stay intact). The store does not
+    // promise to refuse the replay then; what holds is that the chain records the second
+    // claim, and verification names it: a claim with no approval before it.
+    let call = hold(&store, r#"{"to":"again@example.com"}"#).await;
+    decide_as(&store, &call.id, "rita", true, "fine")
+        .await
+        .unwrap();
+    store.claim_to_run(&call.id, &call.binding()).await.unwrap();
+    store.finish_claimed(&call.id, true).await.unwrap();
+    db.tamper(&format!(
+        "UPDATE chain_entry SET call = NULL WHERE call = '{0}' AND \
+         (line LIKE '%\"event\":\"call_claimed\"%' OR line LIKE '%\"event\":\"call_finished\"%')",
+        call.id
+    ))
+    .await;
+    db.tamper(&format!(
+        "UPDATE pending_call SET status = 'approved' WHERE id = '{}'",
+        call.id
+    ))
+    .await;
+    match store.claim_to_run(&call.id, &call.binding()).await {
+        Err(ClaimError::AlreadyClaimed { .. }) => {}
+        Ok(_) => {
+            assert_eq!(claims_in_chain(db, "default", &call.id).await, 2);
+            let verified = store.verify_chain(None).await;
+            assert!(
+                matches!(
+                    &verified,
+                    Err(ChainError::Invalid(e)) if matches!(
+                        &e.kind,
+                        VerifyErrorKind::Provenance(ProvenanceFault::ClaimWithoutApproval { call: c, .. })
+                            if c == call.id.as_str()
+                    )
+                ),
+                "the second claim must be reported: {verified:?}"
+            );
+        }
+        Err(other) => panic!("{other:?}"),
+    }
+}
+
+/// Reproduction 2 of issue 38, the un-expiry: an approval past the expiry its hold
+/// recorded, its row set to approved with no expiry, is refused; so is one whose
+/// `call_held` entry was rewritten without its expiry (the signed statement binds it).
+pub async fn an_expired_approval_stays_expired(db: &TestDb) {
+    let store = db.open().await;
+    let mut short = held(
+        "send_email",
+        r#"{"to":"carol@example.com"}"#,
+        "default",
+        "support",
+        "ann",
+    );
+    let ttl = Duration::from_millis(1500);
+    short.expires_at = Some(tooltrust::held::expiry_after(ttl));
+    let started = std::time::Instant::now();
+    let call = store.hold(&short).await.unwrap();
+    decide_as(&store, &call.id, "rita", true, "fine")
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < ttl,
+        "the machine is too slow: the decision came after the expiry"
+    );
+    tokio::time::sleep(ttl.saturating_sub(started.elapsed()) + Duration::from_millis(100)).await;
+
+    // Past the expiry, the row intact: refused, and the row says expired.
+    let late = store.claim_to_run(&call.id, &call.binding()).await;
+    assert!(matches!(late, Err(ClaimError::Expired { .. })), "{late:?}");
+    assert_eq!(
+        store.get(&call.id).await.unwrap().unwrap().status,
+        HeldStatus::Expired
+    );
+    // The row set back to approved, never expiring, or expiring in a thousand years.
+    for expiry in ["NULL", "'2999-01-01T00:00:00Z'"] {
+        db.tamper(&format!(
+            "UPDATE pending_call SET status = 'approved', expires_at = {expiry} WHERE id = '{}'",
+            call.id
+        ))
+        .await;
+        let refused = store.claim_to_run(&call.id, &call.binding()).await;
+        assert!(
+            matches!(refused, Err(ClaimError::Expired { .. })),
+            "{expiry}: {refused:?}"
+        );
+    }
+    // The hold's own record rewritten without an expiry (and the chain re-hashed).
+    db.tamper(&format!(
+        "UPDATE pending_call SET status = 'approved', expires_at = NULL WHERE id = '{}'",
+        call.id
+    ))
+    .await;
+    rewrite_chain(db, "default", Reseal::Unsigned, |entry| {
+        if entry["event"] == "call_held" && entry["call"] == json!(call.id) {
+            entry.remove("expires_at");
+            Rewrite::Edited
+        } else {
+            Rewrite::Keep
+        }
+    })
+    .await;
+    let refused = store.claim_to_run(&call.id, &call.binding()).await;
+    assert!(
+        matches!(
+            refused,
+            Err(ClaimError::Unauthorized {
+                reason: DecisionError::Mismatch("expiry"),
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(claims_in_chain(db, "default", &call.id).await, 0);
+}
+
+/// Reproduction 3 of issue 38, the scope rebind: the row's scope (or upstream) changed by
+/// one UPDATE does not move the approval. A claim in the new scope is refused, the
+/// approval is spent nowhere while the row lies, and once the row is put back it runs in
+/// its own scope, once. Rewriting the chain's `call_held` too does not help: the reviewer
+/// signed the scope.
+pub async fn an_approval_stays_in_its_scope_and_upstream(db: &TestDb) {
+    let store = db.open().await;
+    let mut mail = held(
+        "send_email",
+        r#"{"to":"eve@evil.example"}"#,
+        "default",
+        "support",
+        "ann",
+    );
+    mail.upstream = Some("mail".into());
+    let call = store.hold(&mail).await.unwrap();
+    decide_as(&store, &call.id, "rita", true, "fine")
+        .await
+        .unwrap();
+    let own = call.binding();
+    let refused_with = |field: &'static str| {
+        move |result: Result<PendingCall, ClaimError>| {
+            assert!(
+                matches!(&result, Err(ClaimError::BindingMismatch { field: f, .. }) if *f == field),
+                "{field}: {result:?}"
+            );
+        }
+    };
+
+    db.tamper(&format!(
+        "UPDATE pending_call SET scope = 'proxy-b' WHERE id = '{}'",
+        call.id
+    ))
+    .await;
+    let moved = store.get(&call.id).await.unwrap().unwrap().binding();
+    assert_eq!(moved.scope, id("proxy-b"));
+    // Scope B, as the row now says: the reviewer approved scope A.
+    refused_with("scope")(store.claim_to_run(&call.id, &moved).await);
+    // Scope A: the row says B, so the store refuses this too until the row is right.
+    refused_with("scope")(store.claim_to_run(&call.id, &own).await);
+
+    for upstream in ["'evil'", "NULL"] {
+        db.tamper(&format!(
+            "UPDATE pending_call SET scope = 'support', upstream = {upstream} WHERE id = '{}'",
+            call.id
+        ))
+        .await;
+        let rebound = store.get(&call.id).await.unwrap().unwrap().binding();
+        refused_with("upstream")(store.claim_to_run(&call.id, &rebound).await);
+    }
+    assert_eq!(claims_in_chain(db, "default", &call.id).await, 0);
+    assert_eq!(
+        store.get(&call.id).await.unwrap().unwrap().status,
+        HeldStatus::Approved
+    );
+
+    // The row put back: the approval was never spent, and runs in scope A, once.
+    db.tamper(&format!(
+        "UPDATE pending_call SET upstream = 'mail' WHERE id = '{}'",
+        call.id
+    ))
+    .await;
+    store.claim_to_run(&call.id, &own).await.unwrap();
+    assert!(matches!(
+        store.claim_to_run(&call.id, &moved).await,
+        Err(ClaimError::AlreadyClaimed { .. })
+    ));
+    let claims: Vec<_> = chain_entries(db, "default")
+        .await
+        .into_iter()
+        .filter(|e| e["event"] == "call_claimed")
+        .collect();
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0]["scope"], json!("support"));
+    assert_eq!(claims[0]["upstream"], json!("mail"));
+
+    // The row and the chain's record of the hold both moved to scope B.
+    let other = hold(&store, r#"{"to":"bob@example.com"}"#).await;
+    decide_as(&store, &other.id, "rita", true, "fine")
+        .await
+        .unwrap();
+    db.tamper(&format!(
+        "UPDATE pending_call SET scope = 'proxy-b' WHERE id = '{}'",
+        other.id
+    ))
+    .await;
+    rewrite_chain(db, "default", Reseal::Unsigned, |entry| {
+        if entry["event"] == "call_held" && entry["call"] == json!(other.id) {
+            entry.insert("scope".into(), json!("proxy-b"));
+            Rewrite::Edited
+        } else {
+            Rewrite::Keep
+        }
+    })
+    .await;
+    let in_b = store.get(&other.id).await.unwrap().unwrap().binding();
+    let refused = store.claim_to_run(&other.id, &in_b).await;
+    assert!(
+        matches!(
+            refused,
+            Err(ClaimError::Unauthorized {
+                reason: DecisionError::Mismatch("scope"),
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(claims_in_chain(db, "default", &other.id).await, 0);
+}
+
+/// A reviewer who may decide for tenant acme only cannot decide a call of another
+/// tenant; nor does their genuine signature, planted in the other tenant's chain, approve
+/// it there.
+pub async fn reviewers_decide_only_for_their_tenants(db: &TestDb) {
+    let store = db.open().await;
+    let theirs = hold(&store, r#"{"to":"eve@evil.example"}"#).await;
+    let refused = decide_as(&store, &theirs.id, super::ACME_ONLY, true, "fine").await;
+    assert!(
+        matches!(
+            &refused,
+            Err(DecideError::Unauthorized {
+                reason: DecisionError::TenantNotAllowed { .. },
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        store.get(&theirs.id).await.unwrap().unwrap().status,
+        HeldStatus::Held
+    );
+
+    // Planted by someone with database access: refused at the claim as well.
+    let signed = sign_as(&theirs, super::ACME_ONLY, true, "fine");
+    approve_row(db, &theirs.id, super::ACME_ONLY, Some(&signed)).await;
+    forge_entry(db, "default", decision_entry(&theirs, &signed)).await;
+    let refused = store.claim_to_run(&theirs.id, &theirs.binding()).await;
+    assert!(
+        matches!(
+            &refused,
+            Err(ClaimError::Unauthorized {
+                reason: DecisionError::TenantNotAllowed { .. },
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(claims_in_chain(db, "default", &theirs.id).await, 0);
+
+    // Their own tenant's calls they decide, and those run.
+    let own = store
+        .hold(&held(
+            "send_email",
+            r#"{"to":"carl@acme.example"}"#,
+            super::ACME,
+            "support",
+            "ann",
+        ))
+        .await
+        .unwrap();
+    let approved = decide_as(&store, &own.id, super::ACME_ONLY, true, "fine")
+        .await
+        .unwrap();
+    assert_eq!(approved.status, HeldStatus::Approved);
+    store.claim_to_run(&own.id, &own.binding()).await.unwrap();
+    assert_eq!(claims_in_chain(db, super::ACME, &own.id).await, 1);
+}
+
+/// A trusted reviewer's genuine approval of call 1, copied into call 2's row and chain
+/// (with the same tool, arguments and scope), does not approve call 2: the statement names
+/// its call. Nor does call 1's own `call_decided` line, indexed under call 2.
+pub async fn an_approval_does_not_move_to_another_call(db: &TestDb) {
+    let store = db.open().await;
+    let first = hold(&store, r#"{"to":"eve@evil.example"}"#).await;
+    let second = hold(&store, r#"{"to":"eve@evil.example"}"#).await;
+    assert_ne!(first.id, second.id);
+    assert_eq!(first.binding(), second.binding());
+    let approved = decide_as(&store, &first.id, "rita", true, "fine")
+        .await
+        .unwrap();
+    let signed = approved.decision.clone().unwrap();
+
+    // The signed decision copied as it is.
+    approve_row(db, &second.id, "rita", Some(&signed)).await;
+    forge_entry(db, "default", decision_entry(&second, &signed)).await;
+    let refused = store.claim_to_run(&second.id, &second.binding()).await;
+    assert!(
+        matches!(
+            refused,
+            Err(ClaimError::Unauthorized {
+                reason: DecisionError::Mismatch("call"),
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    // Its statement edited to name call 2.
+    let mut renamed = signed.clone();
+    renamed.statement.call = second.id.clone();
+    forge_entry(db, "default", decision_entry(&second, &renamed)).await;
+    let refused = store.claim_to_run(&second.id, &second.binding()).await;
+    assert!(
+        matches!(
+            refused,
+            Err(ClaimError::Unauthorized {
+                reason: DecisionError::BadSignature(_),
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    // Call 1's own entry, appended again with call 2's index value.
+    let line = chain_entries(db, "default")
+        .await
+        .into_iter()
+        .find(|e| e["event"] == "call_decided" && e["call"] == json!(first.id))
+        .unwrap();
+    let mut copied = line.as_object().unwrap().clone();
+    for reserved in ["seq", "ts", "prev", "hash", "signer", "sig"] {
+        copied.remove(reserved);
+    }
+    let seq = forge_entry(db, "default", Value::Object(copied)).await;
+    db.tamper(&format!(
+        "UPDATE chain_entry SET call = '{}' WHERE tenant = 'default' AND seq = {seq}",
+        second.id
+    ))
+    .await;
+    let refused = store.claim_to_run(&second.id, &second.binding()).await;
+    assert!(
+        matches!(
+            refused,
+            Err(ClaimError::Unauthorized { .. } | ClaimError::NoRecordedApproval(_))
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(claims_in_chain(db, "default", &second.id).await, 0);
+
+    // Call 1's approval is untouched: it runs, once.
+    store
+        .claim_to_run(&first.id, &first.binding())
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.claim_to_run(&first.id, &first.binding()).await,
+        Err(ClaimError::AlreadyClaimed { .. })
+    ));
+}
+
+/// With a writer key, every entry the store writes is signed by it, and a verifier that
+/// holds its public key accepts the chain, file or database alike; an attacker who edits
+/// an entry (or deletes one, as the replay of a spent approval needs) and re-hashes the
+/// rest is found, whether the entries are left unsigned, keep their old signatures or
+/// are signed with the attacker's own key.
+pub async fn a_signed_chain_shows_every_rewrite(db: &TestDb) {
+    let writer = test_key("writer");
+    let writers = Writers::new([writer.public()]);
+    let store = Store::open(
+        &db.location,
+        StoreOptions {
+            writer: Some(Arc::new(test_key("writer"))),
+            ..db.options.clone()
+        },
+    )
+    .await
+    .unwrap();
+    let call = hold(&store, r#"{"to":"eve@evil.example"}"#).await;
+    assert!(
+        decide_as(&store, &call.id, "ann", true, "mine")
+            .await
+            .is_err()
+    );
+    decide_as(&store, &call.id, "rita", true, "fine")
+        .await
+        .unwrap();
+    let mut elsewhere = call.binding();
+    elsewhere.scope = id("another-session");
+    assert!(store.claim_to_run(&call.id, &elsewhere).await.is_err());
+    store.claim_to_run(&call.id, &call.binding()).await.unwrap();
+    store.finish_claimed(&call.id, true).await.unwrap();
+    store.append(&json!({"event": "note"})).await.unwrap();
+    let rejected = hold(&store, r#"{"to":"bob@example.com"}"#).await;
+    decide_as(&store, &rejected.id, "sam", false, "no")
+        .await
+        .unwrap();
+
+    let lines = chain_lines(db, "default").await;
+    let kinds: Vec<_> = chain_entries(db, "default")
+        .await
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "call_held",
+            "call_decision_refused",
+            "call_decided",
+            "call_claim_refused",
+            "call_claimed",
+            "call_finished",
+            "note",
+            "call_held",
+            "call_decided"
+        ]
+    );
+    for entry in chain_entries(db, "default").await {
+        assert_eq!(
+            entry["signer"],
+            json!(writer.public().to_string()),
+            "{entry}"
+        );
+        assert_eq!(entry["sig"].as_str().map(str::len), Some(128), "{entry}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("audit.jsonl");
+    let verify_file = |lines: &[String], writers: Option<&Writers>| {
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        tooltrust::audit::verify_signed(&file, None, writers)
+    };
+    assert_eq!(
+        verify_file(&lines, Some(&writers)).unwrap().entries,
+        lines.len() as u64
+    );
+    let stranger = Writers::new([test_key("eve").public()]);
+    let foreign = verify_file(&lines, Some(&stranger));
+    assert!(
+        matches!(
+            &foreign,
+            Err(e) if e.seq == 1 && matches!(e.kind, VerifyErrorKind::UnknownSigner { .. })
+        ),
+        "{foreign:?}"
+    );
+    assert_eq!(
+        store
+            .verify_chain_signed(None, &writers)
+            .await
+            .unwrap()
+            .entries,
+        lines.len() as u64
+    );
+
+    let restore = async || {
+        let pool = db.raw().await;
+        for (n, line) in lines.iter().enumerate() {
+            sqlx::query("UPDATE chain_entry SET line = $1 WHERE tenant = 'default' AND seq = $2")
+                .bind(line.as_str())
+                .bind(n as i64 + 1)
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        let last: Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+        sqlx::query("UPDATE chain_head SET seq = $1, hash = $2 WHERE tenant = 'default'")
+            .bind(lines.len() as i64)
+            .bind(last["hash"].as_str().unwrap())
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+    };
+    // The call_decided entry's reason edited (seq 3), the rest re-hashed, three ways.
+    let edit_reason = |entry: &mut serde_json::Map<String, Value>| {
+        if entry["event"] == "call_decided" && entry["call"] == json!(call.id) {
+            entry.insert("reason".into(), json!("the attacker's reason"));
+            Rewrite::Edited
+        } else {
+            Rewrite::Keep
+        }
+    };
+    for (reseal, what) in [
+        (Reseal::Unsigned, "unsigned"),
+        (Reseal::CopySignatures, "copied signatures"),
+        (Reseal::SignedBy("eve"), "the attacker's key"),
+    ] {
+        rewrite_chain(db, "default", reseal, edit_reason).await;
+        let rewritten = chain_lines(db, "default").await;
+        assert_ne!(rewritten[2], lines[2]);
+        assert_eq!(rewritten[..2], lines[..2]);
+        // Without the writer's key, the rewrite is a valid hash chain…
+        assert_eq!(
+            verify_file(&rewritten, None).unwrap().entries,
+            lines.len() as u64,
+            "{what}"
+        );
+        // …which the writer's public key refuses, at the first rewritten entry.
+        let refused = verify_file(&rewritten, Some(&writers));
+        let kind_fits = |kind: &VerifyErrorKind| match reseal {
+            Reseal::Unsigned => matches!(kind, VerifyErrorKind::Unsigned { .. }),
+            Reseal::CopySignatures => matches!(kind, VerifyErrorKind::BadSignature { .. }),
+            Reseal::SignedBy(_) => matches!(kind, VerifyErrorKind::UnknownSigner { .. }),
+        };
+        assert!(
+            matches!(&refused, Err(e) if e.seq == 3 && kind_fits(&e.kind)),
+            "{what}: {refused:?}"
+        );
+        let refused = store.verify_chain_signed(None, &writers).await;
+        assert!(
+            matches!(&refused, Err(ChainError::Invalid(e)) if e.seq == 3 && kind_fits(&e.kind)),
+            "{what}: {refused:?}"
+        );
+        restore().await;
+        store.verify_chain_signed(None, &writers).await.unwrap();
+    }
+
+    // The replay's cover-up: the claim and its end deleted, the tail re-hashed.
+    rewrite_chain(
+        db,
+        "default",
+        Reseal::Unsigned,
+        |entry| match entry["event"].as_str() {
+            Some("call_claimed" | "call_finished") => Rewrite::Delete,
+            _ => Rewrite::Keep,
+        },
+    )
+    .await;
+    let rewritten = chain_lines(db, "default").await;
+    assert_eq!(rewritten.len(), lines.len() - 2);
+    assert!(verify_file(&rewritten, None).is_ok());
+    let refused = store.verify_chain_signed(None, &writers).await;
+    assert!(
+        matches!(
+            &refused,
+            Err(ChainError::Invalid(e)) if e.seq == 5 && matches!(e.kind, VerifyErrorKind::Unsigned { .. })
+        ),
+        "{refused:?}"
+    );
+    store.close().await;
 }

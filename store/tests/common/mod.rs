@@ -12,12 +12,15 @@
 pub mod contract;
 
 use std::io::Write;
-use std::sync::Once;
+use std::sync::{Arc, Once};
 
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{AnyPool, ConnectOptions, Connection, Executor};
+use tooltrust::call::Checksum;
+use tooltrust::held::{AllTenants, Reviewer, Reviewers, SignedDecision, Tenants};
+use tooltrust::signature::SecretKey;
 use tooltrust::{Id, ToolCall};
-use tooltrust_store::{Location, PendingCall, Store, StoreOptions};
+use tooltrust_store::{DecideError, Location, PendingCall, Store, StoreOptions};
 
 /// The variable that names the PostgreSQL server the tests may use.
 pub const POSTGRES_ENV: &str = "TOOLTRUST_TEST_POSTGRES";
@@ -79,6 +82,115 @@ pub fn numbered(n: usize, author: &str) -> PendingCall {
     )
 }
 
+/// The reviewers the test stores trust, for every tenant: each signs with
+/// [`test_key`] of its name. `ann` is among them (a trusted reviewer, and the author of
+/// most test scopes, so the author rule is what refuses her); `eve` is not.
+pub const REVIEWERS: [&str; 5] = ["rita", "sam", "ann", "bob", "lead"];
+
+/// A trusted reviewer who may decide for tenant `acme` only.
+pub const ACME_ONLY: &str = "tess";
+
+/// The tenant [`ACME_ONLY`] decides for.
+pub const ACME: &str = "acme";
+
+/// How many `reviewer-N` and `agent-N` reviewers the racing tests use.
+pub const NUMBERED_REVIEWERS: usize = 8;
+
+/// The deterministic signing key of the reviewer (or attacker, or writer) `name`: its
+/// seed is the SHA-256 of the name.
+pub fn test_key(name: &str) -> SecretKey {
+    SecretKey::from_seed(*Checksum::of(name.as_bytes()).as_bytes())
+}
+
+/// Every reviewer the test stores trust: [`REVIEWERS`], `reviewer-0…` and `agent-0…` (the
+/// racing deciders), each for every tenant, and [`ACME_ONLY`] for [`ACME`] alone.
+pub fn test_reviewers() -> Arc<Reviewers> {
+    let mut list: Vec<Reviewer> = REVIEWERS
+        .iter()
+        .map(|name| name.to_string())
+        .chain((0..NUMBERED_REVIEWERS).map(|n| format!("reviewer-{n}")))
+        .chain((0..NUMBERED_REVIEWERS).map(|n| format!("agent-{n}")))
+        .map(|name| Reviewer {
+            id: id(&name),
+            key: test_key(&name).public(),
+            tenants: Tenants::All(AllTenants::All),
+        })
+        .collect();
+    list.push(Reviewer {
+        id: id(ACME_ONLY),
+        key: test_key(ACME_ONLY).public(),
+        tenants: Tenants::Only(vec![id(ACME)]),
+    });
+    Arc::new(Reviewers::from_list(list).unwrap())
+}
+
+/// The test reviewers as a reviewers file (`reviewers.toml`).
+pub fn test_reviewers_file() -> String {
+    test_reviewers()
+        .iter()
+        .map(|reviewer| {
+            let tenants = match &reviewer.tenants {
+                Tenants::All(_) => "\"*\"".to_owned(),
+                Tenants::Only(list) => format!(
+                    "[{}]",
+                    list.iter()
+                        .map(|t| format!("\"{t}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            format!(
+                "[[reviewer]]\nid = \"{}\"\nkey = \"{}\"\ntenants = {tenants}\n\n",
+                reviewer.id, reviewer.key
+            )
+        })
+        .collect()
+}
+
+/// The default options with the test reviewers trusted.
+pub fn test_options() -> StoreOptions {
+    StoreOptions {
+        reviewers: test_reviewers(),
+        ..StoreOptions::default()
+    }
+}
+
+/// `reviewer`'s decision on `call` (as read back from the store), signed with
+/// [`test_key`] of the reviewer's name.
+pub fn sign_as(call: &PendingCall, reviewer: &str, approve: bool, reason: &str) -> SignedDecision {
+    call.statement(approve, reason, id(reviewer))
+        .sign(&test_key(reviewer))
+}
+
+/// Decides call `call` as `reviewer` would: reads the call, makes the statement, signs
+/// it with the reviewer's test key and hands it to [`Store::decide`]. An unknown id gets
+/// a statement about a call that is not there, which the store refuses as unknown.
+pub async fn decide_as(
+    store: &Store,
+    call: &Id,
+    reviewer: &str,
+    approve: bool,
+    reason: &str,
+) -> Result<PendingCall, DecideError> {
+    let read = match store.get(call).await? {
+        Some(read) => read,
+        None => {
+            let mut absent = held(
+                "send_email",
+                "{}",
+                store.tenant().as_str(),
+                "unknown",
+                "unknown",
+            );
+            absent.id = call.clone();
+            absent
+        }
+    };
+    store
+        .decide(&sign_as(&read, reviewer, approve, reason))
+        .await
+}
+
 /// One test per case of the contract, each on the fresh database `$db` gives (an
 /// `Option<TestDb>`, `None` to skip).
 macro_rules! contract_tests {
@@ -101,6 +213,13 @@ macro_rules! contract_tests {
             schemas_from_the_future_are_refused,
             concurrent_opens_migrate_once,
             a_version_1_store_is_upgraded_in_place,
+            a_forged_decision_approves_nothing,
+            a_spent_approval_is_not_spent_again,
+            an_expired_approval_stays_expired,
+            an_approval_stays_in_its_scope_and_upstream,
+            reviewers_decide_only_for_their_tenants,
+            an_approval_does_not_move_to_another_call,
+            a_signed_chain_shows_every_rewrite,
         );
     };
     (@cases $db:expr; $($case:ident,)*) => {$(
@@ -138,7 +257,7 @@ impl TestDb {
                 .to_url_lossy()
                 .to_string(),
             location: Location::Sqlite(path),
-            options: StoreOptions::default(),
+            options: test_options(),
             _guard: Guard::Dir(dir),
         }
     }
@@ -156,7 +275,7 @@ impl TestDb {
             location: Location::Postgres(base),
             options: StoreOptions {
                 postgres_schema: Some(schema.name.clone()),
-                ..StoreOptions::default()
+                ..test_options()
             },
             raw_url: schema.url(),
             _guard: Guard::Schema(schema),

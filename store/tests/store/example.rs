@@ -5,10 +5,12 @@
 //! `cargo test` builds the package's examples before its tests; this test runs the built
 //! binary (`cargo test -p tooltrust-store --test store` alone does not build it).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use tooltrust_store::{HeldStatus, ListFilter, Store};
+use tooltrust_store::{HeldStatus, ListFilter, Location, REVIEWERS_ENV, Store};
+
+use crate::common;
 
 fn example() -> PathBuf {
     let deps = std::env::current_exe().unwrap();
@@ -25,12 +27,18 @@ fn example() -> PathBuf {
     path
 }
 
-fn run(args: &[&str]) -> String {
+/// Runs the example with `args`, trusting the reviewers of the file `reviewers` (named by
+/// [`REVIEWERS_ENV`], as for every tool that opens a store).
+fn run(reviewers: &Path, args: &[&str]) -> String {
     let Output {
         status,
         stdout,
         stderr,
-    } = Command::new(example()).args(args).output().unwrap();
+    } = Command::new(example())
+        .args(args)
+        .env(REVIEWERS_ENV, reviewers)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8(stdout).unwrap();
     assert!(
         status.success(),
@@ -45,6 +53,13 @@ async fn a_held_call_waits_for_a_person_and_runs_once_after_approval() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("agent.db");
     let file = file.to_str().unwrap();
+    let reviewers = dir.path().join("reviewers.toml");
+    std::fs::write(&reviewers, common::test_reviewers_file()).unwrap();
+    assert_eq!(
+        tooltrust_store::read_reviewers(&reviewers).unwrap(),
+        *common::test_reviewers()
+    );
+    let run = |args: &[&str]| run(&reviewers, args);
 
     let first = run(&["--sqlite", file]);
     assert!(
@@ -52,11 +67,15 @@ async fn a_held_call_waits_for_a_person_and_runs_once_after_approval() {
         "{first}"
     );
     assert!(first.contains(&format!(
-        "pending approve ID --reviewer NAME --reason TEXT --sqlite {file}"
+        "pending approve ID --reviewer NAME --key NAME.key --reason TEXT --sqlite {file}"
     )));
-    assert!(first.contains(&format!("-- --sqlite {file} --resume")));
+    assert!(first.contains(&format!(
+        "-- --sqlite {file} --reviewers reviewers.toml --resume"
+    )));
 
-    let store = Store::open_sqlite(file).await.unwrap();
+    let store = Store::open(&Location::Sqlite(file.into()), common::test_options())
+        .await
+        .unwrap();
     let held = store.list(&ListFilter::default()).await.unwrap();
     assert_eq!(held.len(), 1, "{held:?}");
     let call = &held[0];
@@ -78,9 +97,7 @@ async fn a_held_call_waits_for_a_person_and_runs_once_after_approval() {
     let waiting = run(&["--sqlite", file, "--resume"]);
     assert!(waiting.contains("still held"), "{waiting}");
 
-    let reviewer = tooltrust::Id::new("lead").unwrap();
-    store
-        .decide(&call.id, &reviewer, true, "confirmed by phone")
+    common::decide_as(&store, &call.id, "lead", true, "confirmed by phone")
         .await
         .unwrap();
     let resumed = [

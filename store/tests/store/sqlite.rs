@@ -60,9 +60,7 @@ async fn a_full_disk_loses_nothing_acknowledged() {
         assert!(matches!(full, StoreError::Full { .. }), "{full:?}");
     }
     // A decision that cannot be recorded is not taken.
-    let refused = capped
-        .decide(&call.id, &common::id("rita"), true, &"because ".repeat(200))
-        .await;
+    let refused = common::decide_as(&capped, &call.id, "rita", true, &"because ".repeat(200)).await;
     assert!(
         matches!(
             refused,
@@ -150,7 +148,8 @@ async fn an_approval_is_spent_only_when_the_gate_holds_the_call_again() {
     }
 
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_sqlite(dir.path().join("queue.db"))
+    let location = tooltrust_store::Location::Sqlite(dir.path().join("queue.db"));
+    let store = Store::open(&location, common::test_options())
         .await
         .unwrap();
     let session = Session::builder(tools![read_page, send].unwrap())
@@ -184,8 +183,7 @@ async fn an_approval_is_spent_only_when_the_gate_holds_the_call_again() {
     };
     let approved = {
         let held = store.hold(&queue("ann@example.com")).await.unwrap();
-        store
-            .decide(&held.id, &Id::new("lead").unwrap(), true, "asked for")
+        common::decide_as(&store, &held.id, "lead", true, "asked for")
             .await
             .unwrap()
     };
@@ -237,8 +235,7 @@ async fn an_approval_is_spent_only_when_the_gate_holds_the_call_again() {
     // A tool that fails: the claim ends `failed`.
     let failing = {
         let held = store.hold(&queue("down@example.com")).await.unwrap();
-        store
-            .decide(&held.id, &Id::new("lead").unwrap(), true, "asked for")
+        common::decide_as(&store, &held.id, "lead", true, "asked for")
             .await
             .unwrap()
     };
