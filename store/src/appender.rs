@@ -25,8 +25,8 @@ use tooltrust::group_commit::{Committer, GatherOptions, GroupCommit, OnFailure, 
 
 use crate::chain::{self, APPEND};
 use crate::engine::Engine;
-use crate::options::Authority;
 use crate::error::StoreError;
+use crate::options::Authority;
 use crate::transition::{self, DECISIONS_CHANNEL, Done, Work};
 
 /// The most jobs one transaction holds.
