@@ -131,11 +131,10 @@ pub(crate) fn head_of(
     Ok(Head { seq, hash })
 }
 
-/// A sealed entry as a row holds it: its line and, for an entry about a held call, the
-/// call's id (indexed, so a claim finds the call's entries without reading the chain).
+/// A sealed entry as a row holds it: its line (the database derives the indexed `call`
+/// column from it).
 pub(crate) struct SealedRow {
     pub(crate) line: String,
-    pub(crate) call: Option<String>,
 }
 
 /// Seals `bodies` after `head`, advancing it, signed by `writer` if given; on error
@@ -156,15 +155,10 @@ pub(crate) fn seal(
     let mut receipts = Vec::with_capacity(bodies.len());
     for body in bodies {
         let seq = tip.seq + 1;
-        let call = body
-            .field("call")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
         let (mut line, hash) = body.seal_signed(seq, ts.to_owned(), &tip.hash, writer)?;
         line.pop(); // the newline: a row holds the line alone
         sealed.push(SealedRow {
             line: String::from_utf8_lossy(&line).into_owned(),
-            call,
         });
         receipts.push(Receipt { seq, hash });
         tip = Head { seq, hash };
@@ -199,8 +193,7 @@ pub(crate) async fn write_entries(
             query = query
                 .bind(tenant.as_str())
                 .bind(seq as i64)
-                .bind(row.line.as_str())
-                .bind(row.call.as_deref());
+                .bind(row.line.as_str());
             seq += 1;
         }
         if let Err(e) = query.execute(&mut **tx).await {
@@ -227,16 +220,15 @@ pub(crate) async fn write_entries(
     Ok(())
 }
 
-/// `INSERT INTO chain_entry (tenant, seq, line, call) VALUES ($1, $2, $3, $4), …` for
-/// `rows` rows.
+/// `INSERT INTO chain_entry (tenant, seq, line) VALUES ($1, $2, $3), …` for `rows` rows.
 fn insert_statement(rows: usize) -> String {
-    let mut sql = String::from("INSERT INTO chain_entry (tenant, seq, line, call) VALUES ");
+    let mut sql = String::from("INSERT INTO chain_entry (tenant, seq, line) VALUES ");
     for row in 0..rows {
         if row > 0 {
             sql.push_str(", ");
         }
-        let n = row * 4;
-        sql.push_str(&format!("(${}, ${}, ${}, ${})", n + 1, n + 2, n + 3, n + 4));
+        let n = row * 3;
+        sql.push_str(&format!("(${}, ${}, ${})", n + 1, n + 2, n + 3));
     }
     sql
 }
@@ -426,7 +418,7 @@ mod tests {
     fn insert_statements_number_their_parameters() {
         assert_eq!(
             insert_statement(2),
-            "INSERT INTO chain_entry (tenant, seq, line, call) VALUES ($1, $2, $3, $4), ($5, $6, $7, $8)"
+            "INSERT INTO chain_entry (tenant, seq, line) VALUES ($1, $2, $3), ($4, $5, $6)"
         );
     }
 

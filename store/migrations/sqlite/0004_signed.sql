@@ -2,11 +2,13 @@
 
 -- Each chain entry about a held call names the call in a column of its own, indexed, so
 -- that a decision or a claim finds the call's hold, decision and claim without reading
--- the chain. The column is only an index: what counts is the entry's line, which is read
--- and checked (its `call` field, its reviewer's signature) every time.
-ALTER TABLE chain_entry ADD COLUMN call TEXT;
-UPDATE chain_entry SET call = json_extract(line, '$.call')
-WHERE json_valid(line) AND json_type(line, '$.call') = 'text';
+-- the chain. The column is generated from the entry's line: it cannot be set apart from
+-- the line, so a claim entry cannot be hidden from the claim by editing the index. The
+-- line is still read and checked (its `call` field, its reviewer's signature) every time.
+ALTER TABLE chain_entry ADD COLUMN call TEXT GENERATED ALWAYS AS (
+    CASE WHEN json_valid(line) AND json_type(line, '$.call') = 'text'
+    THEN json_extract(line, '$.call') END
+) VIRTUAL;
 CREATE INDEX chain_entry_by_call ON chain_entry (tenant, call) WHERE call IS NOT NULL;
 
 -- The reviewer's signed decision (its statement and signature, as JSON), shown to hosts;

@@ -295,6 +295,14 @@ impl TestDb {
 
     /// Runs one statement on a plain connection, as someone editing the database by
     /// hand would.
+    /// Like [`TestDb::tamper`], returning the database's refusal instead of failing.
+    pub async fn try_tamper(&self, sql: &str) -> Result<(), sqlx::Error> {
+        let pool = self.raw().await;
+        let result = pool.execute(sqlx::AssertSqlSafe(sql.to_owned())).await;
+        pool.close().await;
+        result.map(|_| ())
+    }
+
     pub async fn tamper(&self, sql: &str) {
         let pool = self.raw().await;
         pool.execute(sqlx::AssertSqlSafe(sql.to_owned()))
