@@ -293,7 +293,7 @@ impl ScopeServer {
             Ok(outcome) => Ok(Some(outcome)),
             // Claimed by another process first: it runs there; this call is decided afresh.
             Err(tooltrust_store::RunApprovedError::Claim(
-                tooltrust_store::ClaimError::AlreadyClaimed { .. },
+                tooltrust::held::ClaimRefused::AlreadySpent(_),
             )) => Ok(None),
             Err(error) => Err(format!("the approved call could not run: {error}")),
         }

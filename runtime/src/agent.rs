@@ -717,6 +717,9 @@ impl Agent {
                 };
                 return Ok(Some((result, note)));
             }
+            (None, Some(_)) if session.approvals().is_some() => {
+                return self.spend_held(held).await.map(Some);
+            }
             (None, Some(decided)) => match self.answer(&held.requested).await? {
                 (CallResult::Outcome(CallOutcome::Pending { id, .. }), _) => {
                     let verdict = decided.verdict.clone();
@@ -742,6 +745,48 @@ impl Agent {
         )?;
         let content = format!("{note}\n\n{}", self.shown(&outcome)?);
         Ok(Some((CallResult::Outcome(outcome), content)))
+    }
+
+    /// Runs an approved held call by spending its approval from the session's durable
+    /// queue ([`crate::held::spend`]): the queue, not the caller's `Decided`, says whether
+    /// and by whom it was approved, and it is claimed there once, so a retry after a crash
+    /// or a conversation rolled back cannot run it again.
+    async fn spend_held(&self, held: &HeldCall) -> Result<(CallResult, String), AgentError> {
+        let Some(approvals) = self.scope.session().approvals().cloned() else {
+            return Ok(self.answer(&held.requested).await?);
+        };
+        let Ok(call) = held.requested.to_call() else {
+            return Ok(self.answer(&held.requested).await?);
+        };
+        let spent =
+            crate::held::spend(&self.scope, approvals.as_ref(), &held.id, None, call, None).await;
+        let (outcome, verdict) = match spent {
+            Ok(crate::held::Spent::NotHeld(outcome)) => {
+                let shown = self.shown(&outcome)?;
+                return Ok((CallResult::Outcome(outcome), shown));
+            }
+            Ok(crate::held::Spent::Ran(outcome)) => (
+                outcome,
+                "approved by review; it ran and its result follows".to_owned(),
+            ),
+            Err(crate::held::SpendError::Claim(refused)) => (
+                CallOutcome::Denied(crate::gate::Decision::deny(
+                    crate::gate::rule::REVIEW,
+                    refused.to_string(),
+                )),
+                format!("not run: {refused}"),
+            ),
+            Err(crate::held::SpendError::Session(error)) => return Err(error.into()),
+        };
+        let note = self.scope.note(
+            "review-decision",
+            &format!(
+                "The held call {} ({}) was {verdict}.",
+                held.id, held.requested.name
+            ),
+        )?;
+        let content = format!("{note}\n\n{}", self.shown(&outcome)?);
+        Ok((CallResult::Outcome(outcome), content))
     }
 
     async fn turns(

@@ -29,12 +29,16 @@ use crate::call::Checksum;
 use crate::id::Id;
 use crate::timestamp;
 
+mod approvals;
 mod decision;
+mod spend;
 
+pub use approvals::{Approval, ApprovalFuture, Approvals, ClaimRefused};
 pub use decision::{
     AllTenants, DECISION_DOMAIN, DecisionError, DecisionStatement, DuplicateReviewer, Reviewer,
     Reviewers, SignedDecision, Tenants,
 };
+pub use spend::{SpendError, Spent, spend};
 
 /// How long an approval may wait to be claimed, unless the host says otherwise.
 pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(24 * 60 * 60);

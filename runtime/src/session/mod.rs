@@ -37,6 +37,7 @@ pub use scope::{CallOutcome, Handoff, Scope};
 use crate::envelope::{Mode, ParseError, ParsedBlock, Renderer, parse, parse_sealed};
 use crate::event::{Event, MemoryRecorder, Recorder};
 use crate::gate::{Policy, ScopeRole};
+use crate::held::Approvals;
 use crate::id::Id;
 use crate::nonce::{KeyError, SessionKey};
 use crate::quarantine::{MemoryStore, QuarantineHandle, QuarantineStore, custodian};
@@ -59,6 +60,7 @@ struct Inner {
     state: Mutex<State>,
     journal: Journal,
     holding: Holding,
+    approvals: Option<Arc<dyn Approvals>>,
 }
 
 /// Builds a [`Session`].
@@ -71,6 +73,7 @@ pub struct SessionBuilder {
     quarantine: Option<Arc<dyn QuarantineStore>>,
     tenant: Option<Id>,
     approval_ttl: Option<Duration>,
+    approvals: Option<Arc<dyn Approvals>>,
 }
 
 impl SessionBuilder {
@@ -118,6 +121,16 @@ impl SessionBuilder {
         self
     }
 
+    /// The durable review queue whose approvals this session's held calls are spent from
+    /// (a `tooltrust_store::Store`): with it, [`Agent::resume_decided`](crate::Agent::resume_decided)
+    /// runs an approved call only by claiming it there, once, after the queue has checked
+    /// the reviewer's signature ([`crate::held::spend`]), so a retry or a conversation
+    /// rolled back to an older copy cannot run an approval twice.
+    pub fn approvals(mut self, approvals: Arc<dyn Approvals>) -> Self {
+        self.approvals = Some(approvals);
+        self
+    }
+
     /// Builds the session; in sealed mode without a key, draws one from the OS CSPRNG.
     pub fn build(self) -> Result<Session, KeyError> {
         let renderer = match self.mode {
@@ -144,6 +157,7 @@ impl SessionBuilder {
                     tenant: self.tenant.unwrap_or_else(|| Id::from_static("default")),
                     ttl: self.approval_ttl,
                 },
+                approvals: self.approvals,
             }),
         })
     }
@@ -175,7 +189,14 @@ impl Session {
             quarantine: None,
             tenant: None,
             approval_ttl: Some(crate::held::DEFAULT_APPROVAL_TTL),
+            approvals: None,
         }
+    }
+
+    /// The durable review queue approvals are spent from, if the session has one
+    /// ([`SessionBuilder::approvals`]).
+    pub fn approvals(&self) -> Option<&Arc<dyn Approvals>> {
+        self.inner.approvals.as_ref()
     }
 
     /// The tenant whose held calls this session makes.

@@ -9,4 +9,5 @@ mod common;
 
 mod example;
 mod postgres;
+mod resume;
 mod sqlite;

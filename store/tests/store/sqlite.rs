@@ -125,8 +125,9 @@ async fn a_new_store_file_is_readable_by_its_owner_only() {
 /// once and ends `ran`, and a tool that fails ends `failed`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_is_spent_only_when_the_gate_holds_the_call_again() {
+    use tooltrust::held::ClaimRefused;
     use tooltrust::{CallOutcome, Id, Session, ToolCall, tool, tools};
-    use tooltrust_store::{ClaimError, HeldStatus, PendingCall, RunApprovedError};
+    use tooltrust_store::{HeldStatus, PendingCall, RunApprovedError};
 
     /// Reads a page.
     #[tool(untrusted, read_only)]
@@ -214,7 +215,8 @@ async fn an_approval_is_spent_only_when_the_gate_holds_the_call_again() {
     assert!(
         matches!(
             refused,
-            RunApprovedError::Claim(ClaimError::BindingMismatch { field: "scope", .. })
+            RunApprovedError::Claim(ClaimRefused::Refused { ref reason, .. })
+                if reason.contains("bound to another scope")
         ),
         "{refused}"
     );
