@@ -141,7 +141,88 @@ pub(crate) async fn migrate(
         .await
         .map_err(error)?;
     }
+    if (1..3).contains(&newest) {
+        record_decisions_before_holds(&mut tx, engine, newest).await?;
+    }
     engine.commit(tx, OP).await
+}
+
+/// Before version 3 the store recorded decisions but not holds, so the chain of a store
+/// upgraded from then holds decisions on calls it never recorded as held, which
+/// verification reports. The upgrade says so in each such chain, once: a `store_upgraded`
+/// entry naming the calls decided before holds were recorded (those decisions carry no
+/// reviewer's signature and never approve a claim).
+async fn record_decisions_before_holds(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    engine: Engine,
+    from: i64,
+) -> Result<(), StoreError> {
+    const OP: &str = "record the upgrade in the audit chain";
+    let error = |e| engine.error(OP, e);
+    let tenants: Vec<String> = sqlx::query("SELECT tenant FROM chain_head ORDER BY tenant")
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(error)?
+        .iter()
+        .filter_map(|row| row.try_get(0).ok())
+        .collect();
+    for tenant in tenants {
+        let Ok(tenant) = tooltrust::Id::new(tenant) else {
+            continue;
+        };
+        let lines = sqlx::query(
+            "SELECT line FROM chain_entry WHERE tenant = $1 AND call IS NOT NULL ORDER BY seq",
+        )
+        .bind(tenant.as_str())
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(error)?;
+        let mut held = std::collections::HashSet::new();
+        let mut unheld = Vec::new();
+        for row in &lines {
+            let Ok(line) = row.try_get::<String, _>(0) else {
+                continue;
+            };
+            let Ok(serde_json::Value::Object(entry)) = serde_json::from_str(&line) else {
+                continue;
+            };
+            let text = |name: &str| entry.get(name).and_then(serde_json::Value::as_str);
+            match (text("event"), text("call")) {
+                (Some("call_held"), Some(call)) => {
+                    held.insert(call.to_owned());
+                }
+                (Some("call_decided"), Some(call))
+                    if entry.contains_key("decision") && !held.contains(call) =>
+                {
+                    unheld.push(call.to_owned());
+                }
+                _ => {}
+            }
+        }
+        if unheld.is_empty() {
+            continue;
+        }
+        let event = serde_json::json!({
+            "event": "store_upgraded",
+            "from_version": from,
+            "to_version": SCHEMA_VERSION,
+            "decided_before_holds": unheld,
+        });
+        let mut head = crate::chain::lock_head(tx, engine, &tenant).await?;
+        let first = head.seq + 1;
+        let mut sealed = Vec::new();
+        let body = tooltrust::audit::Body::of(&event)?;
+        crate::chain::seal(
+            &tenant,
+            &mut head,
+            vec![body],
+            &clock::now(),
+            None,
+            &mut sealed,
+        )?;
+        crate::chain::write_entries(tx, engine, &tenant, first, &sealed, head).await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -79,6 +79,8 @@ pub struct Provenance {
     /// Approved calls not yet claimed, and their checksums.
     approved: HashMap<String, String>,
     faults: Vec<ProvenanceFault>,
+    /// Calls a store upgrade recorded as decided before the store recorded holds.
+    upgraded: std::collections::HashSet<String>,
 }
 
 impl Provenance {
@@ -90,6 +92,13 @@ impl Provenance {
     /// Reads the next entry of the chain.
     pub fn observe(&mut self, entry: &Entry) {
         let text = |name: &str| entry.fields.get(name).and_then(Value::as_str);
+        if entry.event == "store_upgraded"
+            && let Some(Value::Array(calls)) = entry.fields.get("decided_before_holds")
+        {
+            self.upgraded
+                .extend(calls.iter().filter_map(Value::as_str).map(str::to_owned));
+            return;
+        }
         if let Some(call) = text("call") {
             let store = matches!(entry.event.as_str(), "call_claimed" | "call_finished");
             match entry.event.as_str() {
@@ -154,16 +163,23 @@ impl Provenance {
 
     /// What did not hold, in chain order.
     pub fn faults(self) -> Vec<ProvenanceFault> {
+        let upgraded = self.upgraded;
         self.faults
+            .into_iter()
+            .filter(|fault| {
+                // A decision the store made before it recorded holds, as its upgrade says.
+                !matches!(fault, ProvenanceFault::DecisionOnUnheld { call, .. } if upgraded.contains(call))
+            })
+            .collect()
     }
 
     /// The first fault, as a verification error at its entry; without one, the calls
     /// whose outcome is unknown, in chain order.
-    pub fn check(self) -> Result<Vec<OutcomeUnknown>, VerifyError> {
-        match self.faults.into_iter().next() {
+    pub fn check(mut self) -> Result<Vec<OutcomeUnknown>, VerifyError> {
+        let running = std::mem::take(&mut self.running);
+        match self.faults().into_iter().next() {
             None => {
-                let mut unknown: Vec<OutcomeUnknown> = self
-                    .running
+                let mut unknown: Vec<OutcomeUnknown> = running
                     .into_iter()
                     .map(|((_, call), seq)| OutcomeUnknown { seq, call })
                     .collect();

@@ -11,3 +11,4 @@ mod example;
 mod postgres;
 mod resume;
 mod sqlite;
+mod upgrade;
