@@ -7,7 +7,7 @@ use clap::Subcommand;
 use serde_json::Value;
 use tooltrust::Id;
 use tooltrust::canonical::canonical_json;
-use tooltrust_store::{HeldStatus, ListFilter, PendingCall};
+use tooltrust_store::{HeldCall, HeldStatus, ListFilter};
 
 use crate::audit::escape;
 use std::path::PathBuf;
@@ -179,13 +179,13 @@ fn decide(decision: Decision, approve: bool, out: &mut impl Write) -> Result<boo
 }
 
 /// The object `show --json` prints: every field of the call.
-fn shown(call: &PendingCall) -> Value {
+fn shown(call: &HeldCall) -> Value {
     serde_json::to_value(call).unwrap_or(Value::Null)
 }
 
 /// The object `list --json` prints: the call without the principal's request and the
 /// context (which `show` adds).
-fn listed(call: &PendingCall) -> Value {
+fn listed(call: &HeldCall) -> Value {
     let mut value = shown(call);
     if let Some(fields) = value.as_object_mut() {
         fields.remove("principal_request");
@@ -195,7 +195,7 @@ fn listed(call: &PendingCall) -> Value {
 }
 
 /// One line per call for a person; every text escaped (parts came from outsiders).
-fn summary(call: &PendingCall) -> String {
+fn summary(call: &HeldCall) -> String {
     format!(
         "{}  {:8}  {}  {}  scope {} (author {})  {}: {}",
         call.id,
@@ -210,7 +210,7 @@ fn summary(call: &PendingCall) -> String {
 }
 
 /// Every field, one per line, escaped.
-fn details(call: &PendingCall) -> String {
+fn details(call: &HeldCall) -> String {
     let optional = |text: &Option<String>| text.as_deref().map(escape).unwrap_or_default();
     let rows = [
         ("id", call.id.to_string()),

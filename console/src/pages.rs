@@ -8,7 +8,7 @@ use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 use tooltrust::Id;
 use tooltrust::audit::VerifyReport;
-use tooltrust_store::{ChainEntry, HeldStatus, PendingCall};
+use tooltrust_store::{ChainEntry, HeldCall, HeldStatus};
 
 use crate::context::{Block, Piece, Shown};
 
@@ -106,7 +106,7 @@ const STATUSES: [&str; 7] = [
 
 /// The review queue: filters, and every held call that matches, newest first, a page
 /// at a time (`older`: the last call shown, when there may be more).
-pub(crate) fn queue(query: &QueueQuery, calls: &[PendingCall], older: Option<&Id>) -> Markup {
+pub(crate) fn queue(query: &QueueQuery, calls: &[HeldCall], older: Option<&Id>) -> Markup {
     html! {
         h1 { "Held calls" }
         form.filters method="get" action="/" {
@@ -184,7 +184,7 @@ pub(crate) struct Quarantined {
 
 /// One held call: everything a person needs to decide it.
 pub(crate) struct CallView<'a> {
-    pub(crate) call: &'a PendingCall,
+    pub(crate) call: &'a HeldCall,
     pub(crate) decidable: Decidable<'a>,
     /// A notice at the top: what just happened, or why the last action was refused.
     pub(crate) notice: Option<Notice>,

@@ -203,7 +203,7 @@ impl ScopeServer {
             return Err("no review queue".to_owned());
         };
         let author = self.scope.author().map_err(|error| error.to_string())?;
-        let mut held = tooltrust_store::PendingCall::new(
+        let mut held = tooltrust_store::HeldCall::new(
             call,
             queue.store.tenant().clone(),
             decision.rule.to_string(),

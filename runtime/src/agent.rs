@@ -258,7 +258,7 @@ pub struct Conversation {
     pub tainted: bool,
     /// Calls the gate held for review that the model has not yet heard the end of.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub held: Vec<HeldCall>,
+    pub held: Vec<HeldRequest>,
     /// The scope that saved it: its held calls, and the approvals of them, belong there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<Id>,
@@ -286,7 +286,7 @@ impl Conversation {
 
 /// A call held for review, as the conversation remembers it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeldCall {
+pub struct HeldRequest {
     /// The held call's id in the session that held it (the review's subject).
     pub id: Id,
     /// The call as the model wrote it.
@@ -296,7 +296,7 @@ pub struct HeldCall {
 /// A person's (or a review's) decision on a held call, for [`Agent::resume_decided`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decided {
-    /// The held call's id, as in [`HeldCall::id`].
+    /// The held call's id, as in [`HeldRequest::id`].
     pub id: Id,
     /// The checksum of the call the decision is about: a decision covers exactly these
     /// arguments, and a held call with any other is refused.
@@ -684,7 +684,7 @@ impl Agent {
     /// model is shown (a gate note, then the result's envelope if it ran).
     async fn settle(
         &self,
-        held: &HeldCall,
+        held: &HeldRequest,
         decided: Option<&Decided>,
     ) -> Result<Option<(CallResult, String)>, AgentError> {
         let session = self.scope.session();
@@ -751,7 +751,7 @@ impl Agent {
     /// queue ([`crate::held::spend`]): the queue, not the caller's `Decided`, says whether
     /// and by whom it was approved, and it is claimed there once, so a retry after a crash
     /// or a conversation rolled back cannot run it again.
-    async fn spend_held(&self, held: &HeldCall) -> Result<(CallResult, String), AgentError> {
+    async fn spend_held(&self, held: &HeldRequest) -> Result<(CallResult, String), AgentError> {
         let Some(approvals) = self.scope.session().approvals().cloned() else {
             return Ok(self.answer(&held.requested).await?);
         };
@@ -831,7 +831,7 @@ impl Agent {
                         conversation.shown.push(block.clone());
                     }
                     CallResult::Outcome(CallOutcome::Pending { id, .. }) => {
-                        conversation.held.push(HeldCall {
+                        conversation.held.push(HeldRequest {
                             id: id.clone(),
                             requested: requested.clone(),
                         });

@@ -62,6 +62,21 @@ pub struct CatalogEntry {
     pub strict_schema: Result<Value, StrictSchemaError>,
 }
 
+impl CatalogEntry {
+    /// The tool's declaration in the words MCP's `_meta.tooltrust` uses:
+    /// `{"effects", "output", "trust"}` (`read_only`/`consequential`, `data`/`instruction`,
+    /// `trusted`/`untrusted`).
+    pub(crate) fn declaration(&self) -> Value {
+        let read_only = self.effects == Effects::ReadOnly;
+        let untrusted = self.trust == DeclaredTrust::Untrusted;
+        serde_json::json!({
+            "trust": if untrusted { "untrusted" } else { "trusted" },
+            "effects": if read_only { "read_only" } else { "consequential" },
+            "output": if self.output == OutputKind::Instruction { "instruction" } else { "data" },
+        })
+    }
+}
+
 /// Why a call could not be dispatched; nothing ran.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]

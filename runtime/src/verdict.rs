@@ -49,7 +49,7 @@ pub struct ReviewerVerdict {
 pub enum Subject {
     /// A tainted scope's quarantined output, by key.
     Output(Id),
-    /// A call the gate sent to review, by pending id.
+    /// A call the gate held for review, by its id.
     Call(Id),
 }
 

@@ -14,7 +14,7 @@
 //! `tooltrust pending` commands that decide them and the command that resumes the run,
 //! `-- --sqlite FILE --resume`, which runs each approved call exactly once (in this
 //! process or any other sharing the store). `--wait SECS` makes the resume wait that
-//! long for decisions still pending.
+//! long for decisions not yet made.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,7 +30,7 @@ use tooltrust::review::{Material, Reviewer, RuleJudge, Subject, Verdict};
 use tooltrust::testing::ScriptedModel;
 use tooltrust::{CallOutcome, Id, Instruction, Message, Scope, Sender, Session, tool, tools};
 use tooltrust_store::{
-    HeldStatus, ListFilter, Location, PendingCall, Store, StoreOptions, StoreRecorder, WaitOptions,
+    HeldCall, HeldStatus, ListFilter, Location, Store, StoreOptions, StoreRecorder, WaitOptions,
 };
 
 const PAGE: &str = "Kettle KX-2 review: boils in 90 s, quiet.\n\
@@ -344,7 +344,7 @@ fn run_with_store(location: &Location, flag: &str) -> Result<(), Box<dyn std::er
             continue;
         };
         let call = requested.to_call()?;
-        let mut held = PendingCall::new(
+        let mut held = HeldCall::new(
             &call,
             store.tenant().clone(),
             decision.rule.to_string(),

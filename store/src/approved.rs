@@ -6,13 +6,12 @@
 //! runs, and how it ended is recorded.
 
 use tooltrust::held::{
-    Approval, ApprovalFuture, Approvals, Binding, ClaimRefused, SpendError, Spent, spend,
+    Approval, ApprovalFuture, Approvals, Binding, ClaimRefused, HeldCall, SpendError, Spent, spend,
 };
 use tooltrust::{CallOutcome, Id, Scope, ToolCall};
 
 use crate::error::ClaimError;
 use crate::store::Store;
-use crate::transition::PendingCall;
 
 /// Why an approved call did not run.
 #[derive(Debug, thiserror::Error)]
@@ -114,7 +113,7 @@ impl Store {
     pub async fn run_approved(
         &self,
         scope: &Scope,
-        approved: &PendingCall,
+        approved: &HeldCall,
         upstream: Option<&str>,
     ) -> Result<CallOutcome, RunApprovedError> {
         let call = ToolCall::from_model(&approved.tool, &approved.args)

@@ -183,10 +183,10 @@ pub enum HoldError {
     /// A call with this id is already held.
     #[error("a call with id {0} is already held")]
     Duplicate(Id),
-    /// The record is not a fresh pending call (its status or decision fields are set):
+    /// The record is not a fresh held call (its status or decision fields are set):
     /// a call enters the queue undecided.
-    #[error("call {0} is not a fresh pending call: hold it with status pending and no decision")]
-    NotPending(Id),
+    #[error("call {0} is not a fresh held call: hold it with status held and no decision")]
+    NotHeld(Id),
     /// `args` is not the canonical JSON text of an object.
     #[error("call {id}: args must be the RFC 8785 canonical text of a JSON object: {reason}")]
     BadArgs {
@@ -352,8 +352,8 @@ pub enum WaitError {
     /// No call has this id.
     #[error("no held call has id {0}")]
     UnknownCall(Id),
-    /// The call was still pending when the wait's time ran out.
-    #[error("call {0} is still pending")]
+    /// The call was still held, undecided, when the wait's time ran out.
+    #[error("call {0} is still held, undecided")]
     TimedOut(Id),
     /// The store failed.
     #[error(transparent)]

@@ -58,5 +58,4 @@ pub use recorder::StoreRecorder;
 pub use reviewers::{REVIEWERS_ENV, ReviewersFileError, parse_reviewers, read_reviewers};
 pub use schema::SCHEMA_VERSION;
 pub use store::Store;
-pub use tooltrust::held::{Binding, HeldStatus, StatusParseError};
-pub use transition::PendingCall;
+pub use tooltrust::held::{Binding, HeldCall, HeldStatus, StatusParseError};

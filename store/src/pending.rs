@@ -11,14 +11,12 @@ use std::time::Duration;
 
 use sqlx::{AssertSqlSafe, Row};
 use tooltrust::Id;
-use tooltrust::held::{Binding, HeldStatus, SignedDecision};
+use tooltrust::held::{Binding, HeldCall, HeldStatus, SignedDecision};
 
 use crate::clock;
 use crate::error::{ClaimError, DecideError, HoldError, StoreError, WaitError};
 use crate::store::Store;
-use crate::transition::{
-    COLUMNS, DECISIONS_CHANNEL, Done, LIST, PendingCall, Work, check_held, from_row,
-};
+use crate::transition::{COLUMNS, DECISIONS_CHANNEL, Done, LIST, Work, check_held, from_row};
 
 /// Which held calls [`Store::list`] returns. Every field left `None` matches all.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -71,10 +69,10 @@ impl Store {
     /// `created_at` set). The row and its `call_held` entry in the tenant's chain commit
     /// together, so every decision in the chain follows the hold it decides.
     ///
-    /// The record must be fresh (status pending, no decision) and self-consistent:
+    /// The record must be fresh (status held, no decision) and self-consistent:
     /// `args` the canonical text of an object and `checksum` the checksum of the tool
     /// and those arguments, which the store recomputes. A held id cannot be held again.
-    pub async fn hold(&self, call: &PendingCall) -> Result<PendingCall, HoldError> {
+    pub async fn hold(&self, call: &HeldCall) -> Result<HeldCall, HoldError> {
         check_held(call)?;
         let mut stored = call.clone();
         stored.created_at = clock::now();
@@ -86,7 +84,7 @@ impl Store {
     }
 
     /// The held calls that match `filter`, newest first.
-    pub async fn list(&self, filter: &ListFilter) -> Result<Vec<PendingCall>, StoreError> {
+    pub async fn list(&self, filter: &ListFilter) -> Result<Vec<HeldCall>, StoreError> {
         let mut conditions = Vec::new();
         let mut values: Vec<&str> = Vec::new();
         let mut condition = |column: &str, value| {
@@ -147,7 +145,7 @@ impl Store {
     }
 
     /// The held call with this id, if any.
-    pub async fn get(&self, id: &Id) -> Result<Option<PendingCall>, StoreError> {
+    pub async fn get(&self, id: &Id) -> Result<Option<HeldCall>, StoreError> {
         let row = sqlx::query(AssertSqlSafe(format!(
             "SELECT {COLUMNS} FROM pending_call WHERE id = $1"
         )))
@@ -164,7 +162,7 @@ impl Store {
     /// signed it with their key, may decide for the call's tenant, and its statement
     /// binds exactly the call the chain recorded as held (tenant, scope, tool, checksum,
     /// upstream, expiry): write access to the database decides nothing. Make the
-    /// statement with [`PendingCall::statement`] and sign it with the reviewer's
+    /// statement with [`HeldCall::statement`] and sign it with the reviewer's
     /// [`SecretKey`](tooltrust::signature::SecretKey).
     ///
     /// Atomic: only a held call can be decided, and only by someone other than the
@@ -173,7 +171,7 @@ impl Store {
     /// notification wakes the processes waiting for it). When two reviewers decide at
     /// once, one succeeds and the other gets [`DecideError::AlreadyDecided`]. A refusal
     /// changes nothing but its own `call_decision_refused` entry.
-    pub async fn decide(&self, signed: &SignedDecision) -> Result<PendingCall, DecideError> {
+    pub async fn decide(&self, signed: &SignedDecision) -> Result<HeldCall, DecideError> {
         let reason = &signed.statement.reason;
         if reason.trim().is_empty() {
             return Err(DecideError::NoReason);
@@ -210,11 +208,7 @@ impl Store {
     /// [`Store::decide`] is refused, and the refusal recorded). Claim after the gate has
     /// decided the call again, run it only after this returns `Ok`, then record how it
     /// ended with [`Store::finish_claimed`]. A second claim is refused.
-    pub async fn claim_to_run(
-        &self,
-        id: &Id,
-        binding: &Binding,
-    ) -> Result<PendingCall, ClaimError> {
+    pub async fn claim_to_run(&self, id: &Id, binding: &Binding) -> Result<HeldCall, ClaimError> {
         let Some(tenant) = self.tenant_of(id).await? else {
             return Err(ClaimError::UnknownCall(id.clone()));
         };
@@ -230,7 +224,7 @@ impl Store {
 
     /// Records how a claimed call ended: claimed → ran (`ran`) or failed, with a
     /// `call_finished` entry in the chain in the same transaction.
-    pub async fn finish_claimed(&self, id: &Id, ran: bool) -> Result<PendingCall, ClaimError> {
+    pub async fn finish_claimed(&self, id: &Id, ran: bool) -> Result<HeldCall, ClaimError> {
         let Some(tenant) = self.tenant_of(id).await? else {
             return Err(ClaimError::UnknownCall(id.clone()));
         };
@@ -272,7 +266,7 @@ impl Store {
         &self,
         id: &Id,
         options: WaitOptions,
-    ) -> Result<PendingCall, WaitError> {
+    ) -> Result<HeldCall, WaitError> {
         let deadline = options.timeout.map(|t| tokio::time::Instant::now() + t);
         let mut listener = self.decision_listener().await;
         let mut pause = options.min_poll.max(Duration::from_millis(1));

@@ -3,17 +3,13 @@
 //! its chain entry written in one transaction. The appender runs them; the operations in
 //! `pending` submit them.
 
-use serde::Serialize;
 use sqlx::any::AnyRow;
 use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 use tooltrust::audit::{Body, Receipt};
-use tooltrust::call::Checksum;
 use tooltrust::canonical::canonical_json;
 use tooltrust::held::{
-    Binding, DecisionStatement, HeldStatus, Lifecycle, LifecycleError, SignedDecision,
-    StatusParseError,
+    Binding, HeldCall, HeldStatus, Lifecycle, LifecycleError, SignedDecision, StatusParseError,
 };
-use tooltrust::registry::CatalogEntry;
 use tooltrust::{Id, ToolCall};
 
 use crate::clock;
@@ -21,154 +17,6 @@ use crate::engine::Engine;
 use crate::error::{ClaimError, DecideError, HoldError, StoreError};
 use crate::event::StoreEvent;
 use crate::options::Authority;
-
-/// A call the gate held for review, with its decision once there is one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PendingCall {
-    /// The call's id (unique across the store).
-    pub id: Id,
-    /// The tenant whose chain records its decision.
-    pub tenant: Id,
-    /// The tool the call names.
-    pub tool: String,
-    /// The RFC 8785 canonical text of the arguments object.
-    pub args: String,
-    /// The call's checksum: SHA-256 of the canonical `{"args": …, "tool": …}`.
-    pub checksum: Checksum,
-    /// The gate rule that held it.
-    pub rule: String,
-    /// Why the gate held it.
-    pub reason: String,
-    /// The scope that made the call.
-    pub scope: Id,
-    /// That scope's author, who may not decide on it.
-    pub author: Id,
-    /// What the principal asked for, if the host records it.
-    pub principal_request: Option<String>,
-    /// The context that led to the call (for the reviewer; may hold untrusted text).
-    pub context: Option<String>,
-    /// The declaration of the tool it names, as canonical JSON (see
-    /// [`declared`](Self::declared)), if the host records it.
-    pub declaration: Option<String>,
-    /// Where it stands.
-    pub status: HeldStatus,
-    /// When it was held (set by [`Store::hold`](crate::Store::hold)).
-    pub created_at: String,
-    /// Who decided.
-    pub decided_by: Option<Id>,
-    /// Why.
-    pub decision_reason: Option<String>,
-    /// When.
-    pub decided_at: Option<String>,
-    /// For a call to an MCP upstream, the upstream's name (part of what an approval
-    /// binds).
-    pub upstream: Option<String>,
-    /// After this moment (RFC 3339) the call can be neither decided nor claimed: it
-    /// expires. `None`: never.
-    pub expires_at: Option<String>,
-    /// The reviewer's signed decision, once decided (for display: a claim reads the
-    /// decision from the audit chain and checks its signature there).
-    pub decision: Option<SignedDecision>,
-}
-
-impl PendingCall {
-    /// A fresh pending call (no decision, `created_at` to be set by [`Store::hold`](crate::Store::hold)) for
-    /// `call`, held by `rule` for `reason`, made by `scope` whose author is `author`, for
-    /// `tenant`.
-    pub fn new(
-        call: &ToolCall,
-        tenant: Id,
-        rule: impl Into<String>,
-        reason: impl Into<String>,
-        scope: Id,
-        author: Id,
-    ) -> PendingCall {
-        PendingCall {
-            id: call.id().clone(),
-            tenant,
-            tool: call.tool().to_owned(),
-            args: canonical_json(&serde_json::Value::Object(call.args().clone())),
-            checksum: call.checksum(),
-            rule: rule.into(),
-            reason: reason.into(),
-            scope,
-            author,
-            principal_request: None,
-            context: None,
-            declaration: None,
-            status: HeldStatus::Held,
-            created_at: String::new(),
-            decided_by: None,
-            decision_reason: None,
-            decided_at: None,
-            upstream: None,
-            expires_at: Some(tooltrust::held::expiry_after(
-                tooltrust::held::DEFAULT_APPROVAL_TTL,
-            )),
-            decision: None,
-        }
-    }
-
-    /// The statement a reviewer signs to decide this call: everything an approval binds,
-    /// the verdict, the reason, the reviewer, now, and the call's expiry. Sign it with
-    /// [`DecisionStatement::sign`] and hand it to [`Store::decide`](crate::Store::decide).
-    pub fn statement(
-        &self,
-        approve: bool,
-        reason: impl Into<String>,
-        reviewer: Id,
-    ) -> DecisionStatement {
-        DecisionStatement::new(
-            self.id.clone(),
-            &self.lifecycle(),
-            approve,
-            reason,
-            reviewer,
-        )
-    }
-
-    /// What an approval of the call is bound to.
-    pub fn binding(&self) -> Binding {
-        Binding {
-            tenant: self.tenant.clone(),
-            scope: self.scope.clone(),
-            tool: self.tool.clone(),
-            checksum: self.checksum,
-            upstream: self.upstream.clone(),
-        }
-    }
-
-    /// The call as the runtime's lifecycle sees it: the store applies the very
-    /// transitions the session applies.
-    pub fn lifecycle(&self) -> Lifecycle {
-        Lifecycle {
-            status: self.status,
-            binding: self.binding(),
-            author: self.author.clone(),
-            reviewer: self.decided_by.clone(),
-            expires_at: self.expires_at.clone(),
-        }
-    }
-}
-
-impl PendingCall {
-    /// Records the declaration of the tool the call names, from the registry's
-    /// catalog: `{"description", "effects", "output", "trust"}` as canonical JSON, with
-    /// the words MCP's `_meta.tooltrust` uses (`trusted`/`untrusted`,
-    /// `read_only`/`consequential`, `data`/`instruction`).
-    pub fn declared(mut self, entry: &CatalogEntry) -> PendingCall {
-        let listed = tooltrust::providers::mcp::tool(entry);
-        let mut declaration = listed
-            .pointer("/_meta/tooltrust")
-            .cloned()
-            .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new()));
-        if let Some(fields) = declaration.as_object_mut() {
-            fields.insert("description".into(), entry.description.clone().into());
-        }
-        self.declaration = Some(canonical_json(&declaration));
-        self
-    }
-}
 
 /// The columns of a call, in the order [`from_row`] reads them.
 pub(crate) const COLUMNS: &str = "id, tenant, tool, args, checksum, rule, reason, scope, author, \
@@ -193,7 +41,7 @@ pub(crate) enum Work {
     /// tenant's chain).
     Decide(Box<SignedDecision>),
     /// A call to hold (its entry goes to the call's tenant's chain with it).
-    Hold(Box<PendingCall>),
+    Hold(Box<HeldCall>),
     /// A claim to run an approved call, for the call `binding` names.
     Claim {
         call: Id,
@@ -218,19 +66,19 @@ impl Work {
 #[derive(Debug)]
 pub(crate) enum Done {
     Appended(Vec<Receipt>),
-    Held(Result<PendingCall, HoldError>),
-    Decided(Result<PendingCall, DecideError>),
-    Claimed(Result<PendingCall, ClaimError>),
+    Held(Result<HeldCall, HoldError>),
+    Decided(Result<HeldCall, DecideError>),
+    Claimed(Result<HeldCall, ClaimError>),
 }
 
 /// Checks that a call to hold is fresh and self-consistent.
-pub(crate) fn check_held(call: &PendingCall) -> Result<(), HoldError> {
+pub(crate) fn check_held(call: &HeldCall) -> Result<(), HoldError> {
     if call.status != HeldStatus::Held
         || call.decided_by.is_some()
         || call.decision_reason.is_some()
         || call.decided_at.is_some()
     {
-        return Err(HoldError::NotPending(call.id.clone()));
+        return Err(HoldError::NotHeld(call.id.clone()));
     }
     let bad_args = |reason: String| HoldError::BadArgs {
         id: call.id.clone(),
@@ -289,7 +137,7 @@ pub(crate) async fn apply(
 async fn hold_in(
     tx: &mut Transaction<'static, Any>,
     engine: Engine,
-    stored: &PendingCall,
+    stored: &HeldCall,
 ) -> Result<Applied, StoreError> {
     let inserted = sqlx::query(AssertSqlSafe(format!(
         "INSERT INTO pending_call ({COLUMNS}) VALUES \
@@ -332,7 +180,7 @@ async fn hold_in(
 }
 
 /// The `call_held` entry of `call`.
-fn held_event(call: &PendingCall, backfilled: bool) -> StoreEvent<'_> {
+fn held_event(call: &HeldCall, backfilled: bool) -> StoreEvent<'_> {
     StoreEvent::CallHeld {
         call: &call.id,
         tool: &call.tool,
@@ -351,7 +199,7 @@ fn held_event(call: &PendingCall, backfilled: bool) -> StoreEvent<'_> {
 async fn held_before_the_lifecycle(
     tx: &mut Transaction<'static, Any>,
     engine: Engine,
-    call: &PendingCall,
+    call: &HeldCall,
 ) -> Result<bool, StoreError> {
     let row = sqlx::query("SELECT applied_at FROM tooltrust_schema WHERE version = 3")
         .fetch_optional(&mut **tx)
@@ -662,7 +510,7 @@ async fn approval_in_chain(
     tx: &mut Transaction<'static, Any>,
     engine: Engine,
     authority: &Authority,
-    call: &PendingCall,
+    call: &HeldCall,
     binding: &Binding,
     now: &str,
 ) -> Result<Result<(), ClaimError>, StoreError> {
@@ -751,7 +599,7 @@ fn event_of(entry: &serde_json::Map<String, serde_json::Value>) -> Option<&str> 
 /// call's tenant, with the row's status.
 fn held_in_chain(
     entries: &[serde_json::Map<String, serde_json::Value>],
-    call: &PendingCall,
+    call: &HeldCall,
 ) -> Option<Lifecycle> {
     let entry = entries
         .iter()
@@ -777,7 +625,7 @@ async fn select_for_update(
     engine: Engine,
     id: &Id,
     op: &'static str,
-) -> Result<Option<PendingCall>, StoreError> {
+) -> Result<Option<HeldCall>, StoreError> {
     let row = sqlx::query(AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM pending_call WHERE id = $1{}",
         engine.for_update()
@@ -790,7 +638,7 @@ async fn select_for_update(
 }
 
 /// Reads a row in [`COLUMNS`] order, refusing anything the store would not write.
-pub(crate) fn from_row(row: &AnyRow) -> Result<PendingCall, StoreError> {
+pub(crate) fn from_row(row: &AnyRow) -> Result<HeldCall, StoreError> {
     let key: String = row.try_get(0).unwrap_or_default();
     let corrupt = |column: &str, why: &str| StoreError::CorruptRow {
         table: "pending_call",
@@ -808,7 +656,7 @@ pub(crate) fn from_row(row: &AnyRow) -> Result<PendingCall, StoreError> {
     let id = |i: usize, column: &str| -> Result<Id, StoreError> {
         Id::new(text(i, column)?).map_err(|e| corrupt(column, &e.to_string()))
     };
-    Ok(PendingCall {
+    Ok(HeldCall {
         id: id(0, "id")?,
         tenant: id(1, "tenant")?,
         tool: text(2, "tool")?,

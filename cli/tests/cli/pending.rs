@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 use sqlx::{Connection, Executor};
 use tooltrust::{Id, ToolCall};
-use tooltrust_store::{HeldStatus, Location, PendingCall, Store, StoreOptions};
+use tooltrust_store::{HeldCall, HeldStatus, Location, Store, StoreOptions};
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tooltrust"));
@@ -39,7 +39,7 @@ fn id(text: &str) -> Id {
 
 /// Two held calls (the first with a control character in its context) in the store at
 /// `location`; returns them, oldest first.
-fn seed(location: &Location, options: StoreOptions) -> Vec<PendingCall> {
+fn seed(location: &Location, options: StoreOptions) -> Vec<HeldCall> {
     runtime().block_on(async {
         let store = Store::open(location, options).await.unwrap();
         let mut held = Vec::new();
@@ -51,7 +51,7 @@ fn seed(location: &Location, options: StoreOptions) -> Vec<PendingCall> {
             ("wire_money", r#"{"amount": 1.50, "to": "eve"}"#),
         ] {
             let call = ToolCall::from_model(tool, args).unwrap();
-            let mut pending = PendingCall::new(
+            let mut pending = HeldCall::new(
                 &call,
                 id("default"),
                 "tainted_consequential",

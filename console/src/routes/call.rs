@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use tooltrust::Id;
-use tooltrust_store::{DecideError, HeldStatus, PendingCall, StoreEvent};
+use tooltrust_store::{DecideError, HeldCall, HeldStatus, StoreEvent};
 
 use super::frame;
 use crate::app::App;
@@ -121,7 +121,7 @@ async fn call_page(
 /// context holds outsiders' text, which could name another scope's outputs.)
 async fn quarantined_for(
     app: &App,
-    call: &PendingCall,
+    call: &HeldCall,
 ) -> Result<Vec<Quarantined>, tooltrust_store::StoreError> {
     let store = app.store.for_tenant(call.tenant.clone());
     Ok(store

@@ -10,7 +10,7 @@ use tooltrust::held::{AllTenants, Reviewer, Reviewers, Tenants};
 use tooltrust::signature::SecretKey;
 use tooltrust::{CallOutcome, Id, Instruction, Session, ToolCall, tool, tools};
 use tooltrust_console::{Access, Config, Console, ReviewerKeys};
-use tooltrust_store::{DecideError, PendingCall, Store, StoreOptions};
+use tooltrust_store::{DecideError, HeldCall, Store, StoreOptions};
 
 /// The reviewers the tests' stores trust (every tenant) and the consoles hold keys for.
 pub const REVIEWERS: [&str; 10] = [
@@ -56,7 +56,7 @@ pub async fn decide_as(
     reviewer: &str,
     approve: bool,
     reason: &str,
-) -> Result<PendingCall, DecideError> {
+) -> Result<HeldCall, DecideError> {
     let call = store.get(id).await.unwrap().expect("a held call");
     let signed = call
         .statement(approve, reason, Id::new(reviewer).unwrap())
@@ -98,7 +98,7 @@ pub const AUTHOR: &str = "support-agent";
 /// Holds in `store` a real call: a scope that read `payload` asks to send an email
 /// whose body carries `body`; the gate holds it, and the record carries the scope's
 /// rendered context, the principal's request and the tool's declaration.
-pub async fn hold(store: &Store, payload: &str, body: &str) -> PendingCall {
+pub async fn hold(store: &Store, payload: &str, body: &str) -> HeldCall {
     let session = Session::builder(tools![fetch_page, send_email].unwrap())
         .build()
         .unwrap();
@@ -112,7 +112,7 @@ pub async fn hold(store: &Store, payload: &str, body: &str) -> PendingCall {
     let CallOutcome::Pending { id, decision } = scope.call(call.clone()).await.unwrap() else {
         panic!("a tainted scope's email is held");
     };
-    let mut held = PendingCall::new(
+    let mut held = HeldCall::new(
         &call,
         store.tenant().clone(),
         decision.rule.to_string(),

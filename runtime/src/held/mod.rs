@@ -30,10 +30,12 @@ use crate::id::Id;
 use crate::timestamp;
 
 mod approvals;
+mod call;
 mod decision;
 mod spend;
 
 pub use approvals::{Approval, ApprovalFuture, Approvals, ClaimRefused};
+pub use call::HeldCall;
 pub use decision::{
     AllTenants, DECISION_DOMAIN, DecisionError, DecisionStatement, DuplicateReviewer, Reviewer,
     Reviewers, SignedDecision, Tenants,

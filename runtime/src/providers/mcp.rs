@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use crate::registry::CatalogEntry;
-use crate::tool::{DeclaredTrust, Effects, OutputKind};
+use crate::tool::{DeclaredTrust, Effects};
 
 /// The `tools/list` result: `{"tools": [`[`tool`]`, …]}`.
 pub fn tools_list(catalog: &[CatalogEntry]) -> Value {
@@ -27,12 +27,6 @@ pub fn tool(entry: &CatalogEntry) -> Value {
             "destructiveHint": !read_only,
             "openWorldHint": untrusted,
         },
-        "_meta": {
-            "tooltrust": {
-                "trust": if untrusted { "untrusted" } else { "trusted" },
-                "effects": if read_only { "read_only" } else { "consequential" },
-                "output": if entry.output == OutputKind::Instruction { "instruction" } else { "data" },
-            }
-        },
+        "_meta": { "tooltrust": entry.declaration() },
     })
 }

@@ -37,7 +37,7 @@ pub enum SessionError {
     DuplicateBlock(Id),
     /// No held call has this id in this scope.
     #[error("no held call {0} in this scope")]
-    UnknownPending(Id),
+    UnknownHeld(Id),
     /// The held call has not been reviewed yet.
     #[error("held call {0} has not been reviewed")]
     NotReviewed(Id),

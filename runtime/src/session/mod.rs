@@ -284,18 +284,18 @@ impl Session {
         self.state().pending_status(id)
     }
 
-    /// Decides held call `pending` on a person's verdict (from a console, an MCP host's
+    /// Decides held call `id` on a person's verdict (from a console, an MCP host's
     /// elicitation, the review queue): the person acts as its judge. The author of the
     /// scope that made the call cannot decide it; a call already decided, or under
     /// review, is refused. The decision is recorded before it takes effect; run an
     /// approved call with [`Scope::run_pending`].
     pub fn decide_call(
         &self,
-        pending: &Id,
+        id: &Id,
         reviewer: Id,
         verdict: crate::verdict::Verdict,
     ) -> Result<(), SessionError> {
-        self.act(|state, events| state.decide_call(events, pending, &reviewer, &verdict))
+        self.act(|state, events| state.decide_call(events, id, &reviewer, &verdict))
     }
 
     /// Parses `prompt` strictly, as this session renders: in sealed mode every nonce must

@@ -27,7 +27,7 @@ use super::lineage::{Ids, Lineage};
 #[derive(Default)]
 pub(crate) struct State {
     scopes: HashMap<Id, ScopeState>,
-    pending: HashMap<Id, PendingCall>,
+    pending: HashMap<Id, HeldState>,
     outputs: HashMap<Id, Output>,
     reviews: HashMap<Id, ReviewState>,
 }
@@ -64,7 +64,7 @@ pub(crate) struct ScopeState {
 }
 
 /// A call the gate held for review.
-struct PendingCall {
+struct HeldState {
     call: ToolCall,
     decision: Decision,
     /// Where it stands, and what an approval of it is bound to (its scope among them).
@@ -75,7 +75,7 @@ struct PendingCall {
     review: Option<Id>,
 }
 
-impl PendingCall {
+impl HeldState {
     fn scope(&self) -> &Id {
         &self.lifecycle.binding.scope
     }
@@ -140,7 +140,7 @@ pub(crate) enum Decided {
     Run(Run),
     /// Denied: nothing runs.
     Deny(Decision),
-    /// Held for review as pending call `id`.
+    /// Held for review as held call `id`.
     Held { id: Id, decision: Decision },
 }
 
@@ -457,7 +457,7 @@ impl State {
                 };
                 self.pending.insert(
                     pending_id.clone(),
-                    PendingCall {
+                    HeldState {
                         call: call.clone(),
                         decision: decision.clone(),
                         lifecycle: Lifecycle::held(binding, author, holding.ttl),
@@ -494,7 +494,7 @@ impl State {
             .pending
             .get_mut(pending_id)
             .filter(|pending| pending.scope() == scope_id)
-            .ok_or_else(|| SessionError::UnknownPending(pending_id.clone()))?;
+            .ok_or_else(|| SessionError::UnknownHeld(pending_id.clone()))?;
         let now = crate::held::now();
         if pending.lifecycle.expire(&now) {
             events.push(Event::CallExpired {

@@ -578,7 +578,7 @@ fn unknown_pending_ids_and_scopes_are_errors() {
     let scope = session.open_scope(id("agent")).unwrap();
     assert!(matches!(
         pollster::block_on(scope.run_pending(&id("nope"))),
-        Err(SessionError::UnknownPending(_))
+        Err(SessionError::UnknownHeld(_))
     ));
     assert!(matches!(
         session.open_review(
@@ -676,7 +676,7 @@ fn pending_calls_are_bound_to_their_scope_not_the_providers_call_id() {
     ));
     assert!(matches!(
         pollster::block_on(b.run_pending(&pending_a)),
-        Err(SessionError::UnknownPending(_))
+        Err(SessionError::UnknownHeld(_))
     ));
     let CallOutcome::Ran { output, .. } = pollster::block_on(a.run_pending(&pending_a)).unwrap()
     else {

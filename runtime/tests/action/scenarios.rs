@@ -301,7 +301,7 @@ fn run(model: &ScriptedModel, inbox: &str, user_task: &str) -> Run {
     }
 }
 
-/// Reviews every pending call with the contacts reviewer and the rule judge, then asks
+/// Reviews every held call with the contacts reviewer and the rule judge, then asks
 /// the scope to run them; returns the outcomes.
 fn review_pending(run: &Run) -> Vec<CallOutcome> {
     run.transcript

@@ -14,8 +14,8 @@ use tooltrust::canonical::canonical_json;
 use tooltrust::event::{Event, Recorder};
 use tooltrust::held::{DecisionError, SignedDecision};
 use tooltrust_store::{
-    ChainError, ClaimError, ConversationError, DecideError, EntryFilter, HeldStatus, HoldError,
-    ListFilter, PendingCall, SCHEMA_VERSION, SealedCopy, Store, StoreError, StoreOptions,
+    ChainError, ClaimError, ConversationError, DecideError, EntryFilter, HeldCall, HeldStatus,
+    HoldError, ListFilter, SCHEMA_VERSION, SealedCopy, Store, StoreError, StoreOptions,
     StoreRecorder, WaitError, WaitOptions,
 };
 
@@ -43,7 +43,7 @@ pub async fn chain_entries(db: &TestDb, tenant: &str) -> Vec<Value> {
 }
 
 /// Holds a call to `send_email` with `args`, made by scope `support` of author `ann`.
-async fn hold(store: &Store, args: &str) -> tooltrust_store::PendingCall {
+async fn hold(store: &Store, args: &str) -> tooltrust_store::HeldCall {
     store
         .hold(&held("send_email", args, "default", "support", "ann"))
         .await
@@ -80,9 +80,8 @@ pub async fn hold_list_get(db: &TestDb) {
     assert_eq!(store.get(&first.id).await.unwrap(), Some(first.clone()));
     assert_eq!(store.get(&id("nope")).await.unwrap(), None);
 
-    let ids = |calls: Vec<tooltrust_store::PendingCall>| {
-        calls.into_iter().map(|c| c.id).collect::<Vec<_>>()
-    };
+    let ids =
+        |calls: Vec<tooltrust_store::HeldCall>| calls.into_iter().map(|c| c.id).collect::<Vec<_>>();
     let all = store.list(&ListFilter::default()).await.unwrap();
     assert_eq!(
         ids(all),
@@ -159,7 +158,7 @@ pub async fn hold_list_get(db: &TestDb) {
     decided.status = HeldStatus::Approved;
     assert!(matches!(
         store.hold(&decided).await,
-        Err(HoldError::NotPending(_))
+        Err(HoldError::NotHeld(_))
     ));
     let mut spaced = held("send_email", r#"{"to":"x"}"#, "default", "s", "a");
     spaced.args = r#"{"to": "x"}"#.to_owned();
@@ -1281,7 +1280,7 @@ pub async fn a_version_1_store_is_upgraded_in_place(db: &TestDb) {
 pub async fn random_interleavings_keep_the_lifecycle(db: &TestDb) {
     const CALLS: usize = 12;
     const STEPS: usize = 300;
-    let calls: Arc<Vec<tooltrust_store::PendingCall>> = Arc::new(
+    let calls: Arc<Vec<tooltrust_store::HeldCall>> = Arc::new(
         (0..CALLS)
             .map(|n| {
                 held(
@@ -1612,7 +1611,7 @@ async fn claims_in_chain(db: &TestDb, tenant: &str, call: &Id) -> usize {
 }
 
 /// The `call_decided` entry the store itself wrote before decisions were signed.
-fn unsigned_decision(call: &PendingCall, reviewer: &str) -> Value {
+fn unsigned_decision(call: &HeldCall, reviewer: &str) -> Value {
     json!({
         "event": "call_decided",
         "call": call.id,
@@ -1627,7 +1626,7 @@ fn unsigned_decision(call: &PendingCall, reviewer: &str) -> Value {
 }
 
 /// [`unsigned_decision`] with a `signed` statement beside it.
-fn decision_entry(call: &PendingCall, signed: &SignedDecision) -> Value {
+fn decision_entry(call: &HeldCall, signed: &SignedDecision) -> Value {
     let mut entry = unsigned_decision(call, signed.statement.reviewer.as_str());
     entry["signed"] = serde_json::to_value(signed).unwrap();
     entry
@@ -1961,7 +1960,7 @@ pub async fn an_approval_stays_in_its_scope_and_upstream(db: &TestDb) {
         .unwrap();
     let own = call.binding();
     let refused_with = |field: &'static str| {
-        move |result: Result<PendingCall, ClaimError>| {
+        move |result: Result<HeldCall, ClaimError>| {
             assert!(
                 matches!(&result, Err(ClaimError::BindingMismatch { field: f, .. }) if *f == field),
                 "{field}: {result:?}"

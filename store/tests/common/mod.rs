@@ -20,7 +20,7 @@ use tooltrust::call::Checksum;
 use tooltrust::held::{AllTenants, Reviewer, Reviewers, SignedDecision, Tenants};
 use tooltrust::signature::SecretKey;
 use tooltrust::{Id, ToolCall};
-use tooltrust_store::{DecideError, Location, PendingCall, Store, StoreOptions};
+use tooltrust_store::{DecideError, HeldCall, Location, Store, StoreOptions};
 
 /// The variable that names the PostgreSQL server the tests may use.
 pub const POSTGRES_ENV: &str = "TOOLTRUST_TEST_POSTGRES";
@@ -56,9 +56,9 @@ pub fn id(text: &str) -> Id {
 }
 
 /// A fresh call to `tool`, made by `scope` (authored by `author`), held for `tenant`.
-pub fn held(tool: &str, args: &str, tenant: &str, scope: &str, author: &str) -> PendingCall {
+pub fn held(tool: &str, args: &str, tenant: &str, scope: &str, author: &str) -> HeldCall {
     let call = ToolCall::from_model(tool, args).unwrap();
-    let mut pending = PendingCall::new(
+    let mut pending = HeldCall::new(
         &call,
         id(tenant),
         "tainted_consequential",
@@ -72,7 +72,7 @@ pub fn held(tool: &str, args: &str, tenant: &str, scope: &str, author: &str) -> 
 }
 
 /// Call number `n` to `send_email` by scope `support`, whose author is `author`.
-pub fn numbered(n: usize, author: &str) -> PendingCall {
+pub fn numbered(n: usize, author: &str) -> HeldCall {
     held(
         "send_email",
         &format!(r#"{{"n":{n}}}"#),
@@ -157,7 +157,7 @@ pub fn test_options() -> StoreOptions {
 
 /// `reviewer`'s decision on `call` (as read back from the store), signed with
 /// [`test_key`] of the reviewer's name.
-pub fn sign_as(call: &PendingCall, reviewer: &str, approve: bool, reason: &str) -> SignedDecision {
+pub fn sign_as(call: &HeldCall, reviewer: &str, approve: bool, reason: &str) -> SignedDecision {
     call.statement(approve, reason, id(reviewer))
         .sign(&test_key(reviewer))
 }
@@ -171,7 +171,7 @@ pub async fn decide_as(
     reviewer: &str,
     approve: bool,
     reason: &str,
-) -> Result<PendingCall, DecideError> {
+) -> Result<HeldCall, DecideError> {
     let read = match store.get(call).await? {
         Some(read) => read,
         None => {

@@ -12,7 +12,7 @@ use tooltrust::envelope::SessionKey;
 use tooltrust::review::Verdict;
 use tooltrust::testing::ScriptedModel;
 use tooltrust::{Agent, CallOutcome, Id, Instruction, Message, Sender, Session, tool, tools};
-use tooltrust_store::{HeldStatus, Location, PendingCall, Store};
+use tooltrust_store::{HeldCall, HeldStatus, Location, Store};
 
 use crate::common;
 
@@ -86,7 +86,7 @@ async fn an_approval_resumed_through_the_store_runs_once() {
         panic!("held: {:?}", transcript.calls[1]);
     };
     let call = requested.to_call().unwrap();
-    let mut pending = PendingCall::new(
+    let mut pending = HeldCall::new(
         &call,
         store.tenant().clone(),
         decision.rule.clone(),

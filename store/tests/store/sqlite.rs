@@ -127,7 +127,7 @@ async fn a_new_store_file_is_readable_by_its_owner_only() {
 async fn an_approval_is_spent_only_when_the_gate_holds_the_call_again() {
     use tooltrust::held::ClaimRefused;
     use tooltrust::{CallOutcome, Id, Session, ToolCall, tool, tools};
-    use tooltrust_store::{HeldStatus, PendingCall, RunApprovedError};
+    use tooltrust_store::{HeldCall, HeldStatus, RunApprovedError};
 
     /// Reads a page.
     #[tool(untrusted, read_only)]
@@ -171,7 +171,7 @@ async fn an_approval_is_spent_only_when_the_gate_holds_the_call_again() {
         let CallOutcome::Pending { id, decision } = held else {
             panic!("held: {held:?}")
         };
-        let mut pending = PendingCall::new(
+        let mut pending = HeldCall::new(
             &call,
             store.tenant().clone(),
             decision.rule.clone(),
