@@ -11,6 +11,12 @@
 //!    calls, through `Store::list`, against the same query through a plain connection.
 //!    Goal: p99 under 10 ms.
 //!
+//! 4. A claim of an approved call (its signed decision checked, its hold and claims found
+//!    through the chain's `call` index) on a chain of `TOOLTRUST_BENCH_CHAIN` entries
+//!    (default 1,000,000, each naming a call, so the index holds as many) against the same
+//!    claim on a chain of none, in the same run. Goal: independent of the chain's length
+//!    (ratio at most 2).
+//!
 //! `cargo bench -p tooltrust-store --bench store [-- FILTER]`; `TOOLTRUST_BENCH_ROUNDS`
 //! (default 5) sets the rounds and `TOOLTRUST_BENCH_ENTRIES` (default 600) the entries
 //! per measurement. Each engine works in a fresh database (a temporary SQLite file, a
@@ -300,6 +306,89 @@ fn list_query(runtime: &Runtime, bench: &Bench) {
     runtime.block_on(store.close());
 }
 
+/// Section 4: claims on a long chain and on an empty one.
+fn claims(runtime: &Runtime, bench: &Bench) {
+    use tooltrust::held::{AllTenants, Reviewer, Reviewers, Tenants};
+    use tooltrust::signature::SecretKey;
+    let entries: u64 = std::env::var("TOOLTRUST_BENCH_CHAIN")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1_000_000);
+    let key = SecretKey::from_seed([9; 32]);
+    let reviewers = Reviewers::from_list(vec![Reviewer {
+        id: Id::new("rita").unwrap(),
+        key: key.public(),
+        tenants: Tenants::All(AllTenants::All),
+    }])
+    .unwrap();
+    let options = StoreOptions {
+        reviewers: Arc::new(reviewers),
+        ..bench.options.clone()
+    };
+    let store = runtime
+        .block_on(Store::open(&bench.location, options))
+        .unwrap();
+    let long = store.for_tenant(Id::new("long-chain").unwrap());
+    let short = store.for_tenant(Id::new("short-chain").unwrap());
+    let filled = Instant::now();
+    const BATCH: u64 = 10_000;
+    for batch in 0..entries.div_ceil(BATCH) {
+        let events: Vec<serde_json::Value> = (batch * BATCH..((batch + 1) * BATCH).min(entries))
+            .map(|i| json!({"event": "filler", "call": format!("filler-{i}")}))
+            .collect();
+        runtime.block_on(long.append_all(&events)).unwrap();
+    }
+    harness::note(&format!(
+        "store/{}: {entries} entries appended to one chain in {:?}",
+        bench.name,
+        filled.elapsed()
+    ));
+    // One approved call per sample, held and decided (signed) before the clock starts.
+    let approved = |store: &Store, n: usize| {
+        let call = tooltrust::ToolCall::from_model(
+            "send_email",
+            &format!(r#"{{"to":"claim-{n}@example.com"}}"#),
+        )
+        .unwrap();
+        let held = tooltrust_store::HeldCall::new(
+            &call,
+            store.tenant().clone(),
+            "tainted_consequential",
+            "a tainted scope calls a consequential tool",
+            Id::new("support").unwrap(),
+            Id::new("agent").unwrap(),
+        );
+        let held = runtime.block_on(store.hold(&held)).unwrap();
+        let signed = held
+            .statement(true, "fine", Id::new("rita").unwrap())
+            .sign(&key);
+        runtime.block_on(store.decide(&signed)).unwrap()
+    };
+    let claim = |store: &Store, held: &tooltrust_store::HeldCall| {
+        let start = Instant::now();
+        runtime
+            .block_on(store.claim_to_run(&held.id, &held.binding()))
+            .unwrap();
+        start.elapsed()
+    };
+    let (mut on_long, mut on_short) = (Vec::new(), Vec::new());
+    for n in 0..40 {
+        let (a, b) = (approved(&long, n), approved(&short, n));
+        on_long.push(claim(&long, &a));
+        on_short.push(claim(&short, &b));
+    }
+    on_long.sort();
+    on_short.sort();
+    let (long_median, short_median) = (on_long[on_long.len() / 2], on_short[on_short.len() / 2]);
+    let ratio = long_median.as_secs_f64() / short_median.as_secs_f64();
+    harness::note(&format!(
+        "store/{}: a claim on a chain of {entries} entries, median {long_median:?}, against {short_median:?} on an empty chain: {ratio:.2}x (goal at most 2x: {})",
+        bench.name,
+        if ratio <= 2.0 { "met" } else { "MISSED" },
+    ));
+    runtime.block_on(store.close());
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -316,6 +405,7 @@ fn main() {
     for bench in &benches {
         appends(&runtime, bench);
         list_query(&runtime, bench);
+        claims(&runtime, bench);
     }
     for bench in benches {
         if let Some((base, schema)) = &bench.schema {

@@ -21,6 +21,7 @@ use tooltrust::audit::{
     Writers,
 };
 use tooltrust::call::Checksum;
+use tooltrust::held::HeldStatus;
 use tooltrust::signature::SecretKey;
 
 use crate::engine::Engine;
@@ -271,21 +272,100 @@ pub(crate) async fn verify(
     if let Some(error) = failure {
         return Err(ChainError::Store(error));
     }
-    let report = checked
+    let (report, story) = checked
         .map_err(|e| StoreError::Io {
             op: "check the audit chain",
             source: Arc::new(io::Error::other(e.to_string())),
         })?
         .map_err(ChainError::Invalid)?;
     match head_row {
-        None if report.entries > 0 => Err(ChainError::HeadMissing(tenant.clone())),
-        Some(head) if head.seq < report.entries => Err(ChainError::PastHead {
-            tenant: tenant.clone(),
-            head: head.seq,
-            last: report.entries,
-        }),
-        _ => Ok(report),
+        None if report.entries > 0 => return Err(ChainError::HeadMissing(tenant.clone())),
+        Some(head) if head.seq < report.entries => {
+            return Err(ChainError::PastHead {
+                tenant: tenant.clone(),
+                head: head.seq,
+                last: report.entries,
+            });
+        }
+        _ => {}
     }
+    cross_check(pool, engine, tenant, &story).await?;
+    Ok(report)
+}
+
+/// What the chain says of each held call: where its lifecycle entries leave it, and the
+/// calls an upgrade recorded as decided before holds were recorded.
+#[derive(Default)]
+struct Story {
+    status: std::collections::HashMap<String, HeldStatus>,
+    upgraded: std::collections::HashSet<String>,
+}
+
+impl Story {
+    fn observe(&mut self, entry: &tooltrust::audit::Entry) {
+        let text = |name: &str| entry.fields.get(name).and_then(Value::as_str);
+        if entry.event == "store_upgraded"
+            && let Some(Value::Array(calls)) = entry.fields.get("decided_before_holds")
+        {
+            self.upgraded
+                .extend(calls.iter().filter_map(Value::as_str).map(str::to_owned));
+        }
+        let Some(call) = text("call") else {
+            return;
+        };
+        let status = match entry.event.as_str() {
+            "call_held" => Some(HeldStatus::Held),
+            "call_decided" => text("decision").and_then(|d| d.parse().ok()),
+            "call_claimed" => Some(HeldStatus::Claimed),
+            "call_finished" => text("outcome").and_then(|o| o.parse().ok()),
+            _ => None,
+        };
+        if let Some(status) = status {
+            self.status.insert(call.to_owned(), status);
+        }
+    }
+}
+
+/// Every held call's row must be where the chain left it (or expired from held or
+/// approved, which the chain need not record): a row whose status the chain does not
+/// explain was written around the review queue.
+async fn cross_check(
+    pool: &AnyPool,
+    engine: Engine,
+    tenant: &Id,
+    story: &Story,
+) -> Result<(), ChainError> {
+    const OP: &str = "read the review queue";
+    let rows = sqlx::query("SELECT id, status FROM pending_call WHERE tenant = $1 ORDER BY id")
+        .bind(tenant.as_str())
+        .fetch_all(pool)
+        .await
+        .map_err(|e| engine.error(OP, e))?;
+    for row in rows {
+        let (Ok(call), Ok(status)) = (row.try_get::<String, _>(0), row.try_get::<String, _>(1))
+        else {
+            continue;
+        };
+        let row_status = status.parse::<HeldStatus>().ok();
+        let chain = story.status.get(&call).copied();
+        let explained = story.upgraded.contains(&call)
+            || match (row_status, chain) {
+                (Some(row), Some(chain)) if row == chain => true,
+                (Some(HeldStatus::Expired), Some(HeldStatus::Held | HeldStatus::Approved)) => true,
+                // Held before holds were recorded (its hold is recorded with its decision).
+                (Some(HeldStatus::Held | HeldStatus::Expired), None) => true,
+                _ => false,
+            };
+        if !explained {
+            return Err(ChainError::RowUnexplained {
+                tenant: tenant.clone(),
+                call,
+                row: status,
+                chain,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Reads every line; the head row pins the reader, and `pinned` is checked beside it.
@@ -294,8 +374,9 @@ fn check(
     head_row: Option<Head>,
     pinned: Option<Head>,
     writers: Option<Writers>,
-) -> Result<VerifyReport, VerifyError> {
+) -> Result<(VerifyReport, Story), VerifyError> {
     let mut reader = EntryReader::new(BufReader::with_capacity(1 << 16, lines), head_row);
+    let mut story = Story::default();
     if let Some(writers) = writers {
         reader = reader.with_writers(writers);
     }
@@ -307,6 +388,7 @@ fn check(
             at_pinned = Some(entry.hash);
         }
         provenance.observe(&entry);
+        story.observe(&entry);
     }
     let mut report = reader.finish()?;
     if let Some(pinned) = pinned.filter(|pinned| pinned.seq > 0) {
@@ -333,7 +415,7 @@ fn check(
         }
     }
     report.outcome_unknown = provenance.check()?;
-    Ok(report)
+    Ok((report, story))
 }
 
 /// Sends `tenant`'s entries, page by page in seq order, each line followed by `\n`.

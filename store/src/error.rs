@@ -402,6 +402,22 @@ pub enum ChainError {
         /// The last entry's seq.
         last: u64,
     },
+    /// A held call's row stands where the chain never took it (set to approved, ran or
+    /// claimed by hand, say): it was written around the review queue.
+    #[error(
+        "held call {call} of tenant {tenant} is {row} in its row, which the chain does not explain (the chain leaves it {})",
+        chain.map_or("unrecorded".to_owned(), |status| status.to_string())
+    )]
+    RowUnexplained {
+        /// The tenant.
+        tenant: Id,
+        /// The held call.
+        call: String,
+        /// Its row's status.
+        row: String,
+        /// Where the chain leaves it, if anywhere.
+        chain: Option<HeldStatus>,
+    },
     /// The store failed while reading.
     #[error(transparent)]
     Store(#[from] StoreError),
