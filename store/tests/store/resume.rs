@@ -188,3 +188,69 @@ async fn an_approval_resumed_through_the_store_runs_once() {
     assert_eq!(SENT.load(Ordering::SeqCst), 1);
     store.verify_chain(None).await.unwrap();
 }
+
+/// Waits on a reply that never comes.
+#[tool(trusted)]
+async fn stall(to: String) -> String {
+    std::future::pending::<()>().await;
+    to
+}
+
+/// A call whose run is abandoned after its claim (the host's future dropped: a timeout, a
+/// client gone) ends `failed`, never `claimed` for ever; and its approval is spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_claim_ends_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = Location::Sqlite(dir.path().join("store.db"));
+    let store = Store::open(&location, common::test_options())
+        .await
+        .unwrap();
+    let session = Session::builder(tools![fetch_page, stall].unwrap())
+        .build()
+        .unwrap();
+    let scope = session.open_scope(id("agent")).unwrap();
+    scope
+        .add_untrusted("web_page", "an outsider's page".into())
+        .unwrap();
+    let call = tooltrust::ToolCall::from_model("stall", r#"{"to":"ann@example.com"}"#).unwrap();
+    let CallOutcome::Pending { id: held, decision } = scope.call(call.clone()).await.unwrap()
+    else {
+        panic!("held");
+    };
+    let mut queued = HeldCall::new(
+        &call,
+        store.tenant().clone(),
+        decision.rule.clone(),
+        decision.reason.clone(),
+        scope.id().clone(),
+        id("agent"),
+    );
+    queued.id = held.clone();
+    store.hold(&queued).await.unwrap();
+    let approved = common::decide_as(&store, &held, "lead", true, "asked for")
+        .await
+        .unwrap();
+    let run = store.run_approved(&scope, &approved, None);
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(300), run)
+            .await
+            .is_err(),
+        "the tool never answers"
+    );
+    // The drop guard records the end on the runtime, without blocking the drop.
+    let mut status = HeldStatus::Claimed;
+    for _ in 0..100 {
+        status = store.get(&held).await.unwrap().unwrap().status;
+        if status != HeldStatus::Claimed {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, HeldStatus::Failed);
+    let again = store.run_approved(&scope, &approved, None).await;
+    assert!(
+        again.is_err(),
+        "a spent approval does not run again: {again:?}"
+    );
+    store.verify_chain(None).await.unwrap();
+}
