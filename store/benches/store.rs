@@ -237,7 +237,7 @@ fn fill_queue(runtime: &Runtime, bench: &Bench) {
     let checksum = "0".repeat(64);
     let columns =
         "id, tenant, tool, args, checksum, rule, reason, scope, author, status, created_at";
-    let status = "CASE n % 4 WHEN 0 THEN 'pending' WHEN 1 THEN 'approved' WHEN 2 THEN 'rejected' ELSE 'ran' END";
+    let status = "CASE n % 4 WHEN 0 THEN 'held' WHEN 1 THEN 'approved' WHEN 2 THEN 'rejected' ELSE 'ran' END";
     let sql = match bench.name {
         "sqlite" => format!(
             "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < {HELD_CALLS}) \

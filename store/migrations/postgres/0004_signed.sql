@@ -5,11 +5,12 @@
 -- the chain. The column is generated from the entry's line: it cannot be set apart from
 -- the line, so a claim entry cannot be hidden from the claim by editing the index. The
 -- line is still read and checked (its `call` field, its reviewer's signature) every time.
+-- Not a partial index: SQLite's planner would prefer the primary key's (tenant) prefix.
 ALTER TABLE chain_entry ADD COLUMN call TEXT GENERATED ALWAYS AS (
     CASE WHEN jsonb_typeof(line::jsonb -> 'call') = 'string'
     THEN line::jsonb ->> 'call' END
 ) STORED;
-CREATE INDEX chain_entry_by_call ON chain_entry (tenant, call) WHERE call IS NOT NULL;
+CREATE INDEX chain_entry_by_call ON chain_entry (tenant, call, seq);
 
 -- The reviewer's signed decision (its statement and signature, as JSON), shown to hosts;
 -- a claim reads the decision from the chain, never from here.
