@@ -120,6 +120,24 @@ fn main() {
         "audit: {entries} entries per measurement, {rounds} rounds; CPU per append without I/O: {:.2} µs (median)",
         cpu[cpu.len() / 2]
     ));
+    // The same with a writer key: each entry's hash signed (Ed25519).
+    let writer = std::sync::Arc::new(tooltrust::signature::SecretKey::generate().unwrap());
+    let mut signed = Vec::new();
+    for _ in 0..rounds {
+        let log = AuditLog::open_signed(NoIo, AuditOptions::default(), writer.clone()).unwrap();
+        let event = sample_event();
+        let start = Instant::now();
+        for _ in 0..entries * 10 {
+            log.append(&event).unwrap();
+        }
+        signed.push(start.elapsed().as_secs_f64() * 1e6 / (entries * 10) as f64);
+    }
+    signed.sort_by(f64::total_cmp);
+    harness::note(&format!(
+        "audit: CPU per signed append without I/O: {:.2} µs (median), {:.2}x the unsigned append",
+        signed[signed.len() / 2],
+        signed[signed.len() / 2] / cpu[cpu.len() / 2]
+    ));
 
     // Per round: one writer, raw write + fdatasync of its lines, each head policy and
     // each group-commit configuration.

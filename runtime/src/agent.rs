@@ -748,7 +748,7 @@ impl Agent {
     }
 
     /// Runs an approved held call by spending its approval from the session's durable
-    /// queue ([`crate::held::spend`]): the queue, not the caller's `Decided`, says whether
+    /// queue ([`crate::spend::spend`]): the queue, not the caller's `Decided`, says whether
     /// and by whom it was approved, and it is claimed there once, so a retry after a crash
     /// or a conversation rolled back cannot run it again.
     async fn spend_held(&self, held: &HeldRequest) -> Result<(CallResult, String), AgentError> {
@@ -759,24 +759,24 @@ impl Agent {
             return Ok(self.answer(&held.requested).await?);
         };
         let spent =
-            crate::held::spend(&self.scope, approvals.as_ref(), &held.id, None, call, None).await;
+            crate::spend::spend(&self.scope, approvals.as_ref(), &held.id, None, call, None).await;
         let (outcome, verdict) = match spent {
-            Ok(crate::held::Spent::NotHeld(outcome)) => {
+            Ok(crate::spend::Spent::NotHeld(outcome)) => {
                 let shown = self.shown(&outcome)?;
                 return Ok((CallResult::Outcome(outcome), shown));
             }
-            Ok(crate::held::Spent::Ran(outcome)) => (
+            Ok(crate::spend::Spent::Ran(outcome)) => (
                 outcome,
                 "approved by review; it ran and its result follows".to_owned(),
             ),
-            Err(crate::held::SpendError::Claim(refused)) => (
+            Err(crate::spend::SpendError::Claim(refused)) => (
                 CallOutcome::Denied(crate::gate::Decision::deny(
                     crate::gate::rule::REVIEW,
                     refused.to_string(),
                 )),
                 format!("not run: {refused}"),
             ),
-            Err(crate::held::SpendError::Session(error)) => return Err(error.into()),
+            Err(crate::spend::SpendError::Session(error)) => return Err(error.into()),
         };
         let note = self.scope.note(
             "review-decision",

@@ -76,6 +76,7 @@ mod schema;
 pub mod session;
 mod shared_text;
 pub mod signature;
+pub mod spend;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod timestamp;

@@ -1,13 +1,12 @@
 //! The store as the runtime's review queue for spending approvals
 //! (`tooltrust::held::Approvals`), and running a call a person approved in the process that
-//! makes it again, through the runtime's one spend order (`tooltrust::held::spend`): the
+//! makes it again, through the runtime's one spend order (`tooltrust::spend`): the
 //! gate decides the call again; only if it holds it for the rule the person approved is
 //! the approval claimed (bound to this scope, tool, checksum and upstream); then the call
 //! runs, and how it ended is recorded.
 
-use tooltrust::held::{
-    Approval, ApprovalFuture, Approvals, Binding, ClaimRefused, HeldCall, SpendError, Spent, spend,
-};
+use tooltrust::held::{Approval, ApprovalFuture, Approvals, Binding, ClaimRefused, HeldCall};
+use tooltrust::spend::{SpendError, Spent, spend};
 use tooltrust::{CallOutcome, Id, Scope, ToolCall};
 
 use crate::error::ClaimError;
@@ -103,7 +102,7 @@ impl Approvals for Store {
 impl Store {
     /// Makes `approved` (a call of this store's queue that a person approved) in
     /// `scope` and runs it if the gate holds it again for the rule it was approved
-    /// under, spending the approval exactly then (`tooltrust::held::spend`).
+    /// under, spending the approval exactly then (`tooltrust::spend`).
     ///
     /// Returns the gate's own outcome when it does not hold the call this time (allowed,
     /// denied, or held for another rule): the approval stays unspent. `upstream` names the

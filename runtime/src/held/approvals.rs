@@ -1,5 +1,5 @@
 //! A durable review queue's side of spending an approval: the claim that spends it once,
-//! and the record of how the call ended. tooltrust-store implements it; [`spend`](super::spend)
+//! and the record of how the call ended. tooltrust-store implements it; [`spend`](crate::spend::spend)
 //! drives it.
 
 use std::future::Future;

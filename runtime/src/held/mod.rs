@@ -32,7 +32,6 @@ use crate::timestamp;
 mod approvals;
 mod call;
 mod decision;
-mod spend;
 
 pub use approvals::{Approval, ApprovalFuture, Approvals, ClaimRefused};
 pub use call::HeldCall;
@@ -40,7 +39,6 @@ pub use decision::{
     AllTenants, DECISION_DOMAIN, DecisionError, DecisionStatement, DuplicateReviewer, Reviewer,
     Reviewers, SignedDecision, Tenants,
 };
-pub use spend::{SpendError, Spent, spend};
 
 /// How long an approval may wait to be claimed, unless the host says otherwise.
 pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(24 * 60 * 60);

@@ -124,7 +124,7 @@ impl SessionBuilder {
     /// The durable review queue whose approvals this session's held calls are spent from
     /// (a `tooltrust_store::Store`): with it, [`Agent::resume_decided`](crate::Agent::resume_decided)
     /// runs an approved call only by claiming it there, once, after the queue has checked
-    /// the reviewer's signature ([`crate::held::spend`]), so a retry or a conversation
+    /// the reviewer's signature ([`crate::spend::spend`]), so a retry or a conversation
     /// rolled back to an older copy cannot run an approval twice.
     pub fn approvals(mut self, approvals: Arc<dyn Approvals>) -> Self {
         self.approvals = Some(approvals);

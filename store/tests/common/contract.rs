@@ -2396,3 +2396,767 @@ pub async fn a_signed_chain_shows_every_rewrite(db: &TestDb) {
     );
     store.close().await;
 }
+
+// ---------------------------------------------------------------------------------------
+// The property of issue 38: random interleavings of the lifecycle and of tampering.
+// ---------------------------------------------------------------------------------------
+
+/// The schedule's seed: `TOOLTRUST_LIFECYCLE_SEED` (decimal or `0x` hex) replaces it.
+const LIFECYCLE_SEED: u64 = 0x1fe_c7c1_e038;
+
+/// Steps per process: `TOOLTRUST_LIFECYCLE_STEPS` replaces it.
+const LIFECYCLE_STEPS: usize = 300;
+
+fn env_u64(name: &str) -> Option<u64> {
+    let text = std::env::var(name).ok()?;
+    let text = text.trim();
+    match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16).ok(),
+        None => text.parse().ok(),
+    }
+}
+
+/// The trusted reviewers the schedule decides as (`ann`, the calls' author, among them:
+/// the author rule refuses her).
+const DECIDERS: [&str; 5] = ["rita", "sam", "bob", "lead", "ann"];
+
+/// How the schedule forges a `call_decided` entry (each hash-correct, appended after the
+/// head as [`forge_entry`] does, and marked `"forged": N` so that the test can tell it
+/// from the writer's entries; the store reads no such field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Forgery {
+    /// The store's pre-signature entry: no statement at all.
+    Unsigned,
+    /// Signed by eve, whom the store does not trust.
+    ByEve,
+    /// Signed by tess, who may decide for tenant acme only.
+    ByAcmeReviewer,
+    /// In rita's name, with eve's key.
+    StolenName,
+    /// A rejection's genuine signature, its verdict edited to approved.
+    EditedVerdict,
+    /// A genuine approval of another call, copied.
+    OtherCall,
+    /// An approval naming another checksum than the one held (a provenance fault).
+    OtherChecksum,
+}
+
+const FORGERIES: [Forgery; 7] = [
+    Forgery::Unsigned,
+    Forgery::ByEve,
+    Forgery::ByAcmeReviewer,
+    Forgery::StolenName,
+    Forgery::EditedVerdict,
+    Forgery::OtherCall,
+    Forgery::OtherChecksum,
+];
+
+/// One process's record of what the store granted it.
+#[derive(Default)]
+struct Outcomes {
+    /// (call, the binding named, the moment the claim was sent): claims that succeeded.
+    claims: Vec<(usize, tooltrust::held::Binding, String)>,
+    /// Claims refused, by the field the claim changed (`None`: the call's own binding).
+    refused: BTreeMap<Option<&'static str>, usize>,
+    /// (call, reviewer): approvals by trusted reviewers the store accepted.
+    approvals: Vec<(usize, String)>,
+    /// Claims refused as expired.
+    expired: usize,
+    /// (marker, call, kind): the forged entries appended.
+    forged: Vec<(u64, usize, Forgery)>,
+    /// Calls whose row status was set by hand.
+    status_tampered: HashSet<usize>,
+    /// Calls whose row scope, upstream or expiry was set by hand.
+    binding_tampered: HashSet<usize>,
+    /// Claims that were never finished (the host gone after the claim).
+    abandoned: usize,
+}
+
+/// Appends `event` after the head of chain `default` in one transaction of a plain
+/// connection (the head row locked, as the store's appender locks it), retrying while a
+/// store holds the chain: an attacker's append racing the two processes' own. Returns
+/// `false` if the chain has no head yet.
+async fn forge_racing(raw: &sqlx::AnyPool, sqlite: bool, event: &Value) -> bool {
+    for _ in 0..200 {
+        let attempt = async {
+            let mut tx = if sqlite {
+                raw.begin_with("BEGIN IMMEDIATE").await?
+            } else {
+                raw.begin().await?
+            };
+            let select = if sqlite {
+                "SELECT seq, hash FROM chain_head WHERE tenant = 'default'"
+            } else {
+                "SELECT seq, hash FROM chain_head WHERE tenant = 'default' FOR UPDATE"
+            };
+            let Some(row) = sqlx::query(select).fetch_optional(&mut *tx).await? else {
+                return Ok::<bool, sqlx::Error>(false);
+            };
+            let (seq, hash): (i64, String) = (row.get(0), row.get(1));
+            let prev: Checksum = hash.parse().unwrap();
+            let (line, hash) = Body::of(event)
+                .unwrap()
+                .seal(seq as u64 + 1, tooltrust::held::now(), &prev)
+                .unwrap();
+            let line = String::from_utf8(line).unwrap();
+            sqlx::query("INSERT INTO chain_entry (tenant, seq, line) VALUES ('default', $1, $2)")
+                .bind(seq + 1)
+                .bind(line.trim_end())
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("UPDATE chain_head SET seq = $1, hash = $2 WHERE tenant = 'default'")
+                .bind(seq + 1)
+                .bind(hash.to_hex())
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(true)
+        };
+        match attempt.await {
+            Ok(done) => return done,
+            Err(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+        }
+    }
+    panic!("could not append a forged entry in 200 tries");
+}
+
+/// Drops the entry at `seq` from chain `default` and seals every entry after it again
+/// after its new predecessor: the writer's entries signed with `writer` (the test holds
+/// the writers' keys, as an auditor repairing the chain would), the forged ones (marked
+/// `forged`) unsigned as the attacker left them. Returns the dropped entry.
+async fn drop_entry(db: &TestDb, seq: u64, writer: &tooltrust::signature::SecretKey) -> Value {
+    let lines = chain_lines(db, "default").await;
+    let at = (seq - 1) as usize;
+    let dropped: Value = serde_json::from_str(&lines[at]).unwrap();
+    let mut prev: Checksum = match at {
+        0 => GENESIS,
+        _ => {
+            let before: Value = serde_json::from_str(&lines[at - 1]).unwrap();
+            before["hash"].as_str().unwrap().parse().unwrap()
+        }
+    };
+    let mut rows = Vec::new();
+    for (n, line) in lines[at + 1..].iter().enumerate() {
+        let Value::Object(mut fields) = serde_json::from_str::<Value>(line).unwrap() else {
+            panic!("not an entry: {line}");
+        };
+        let ts = fields.remove("ts").unwrap().as_str().unwrap().to_owned();
+        for reserved in ["seq", "prev", "hash", "signer", "sig"] {
+            fields.remove(reserved);
+        }
+        let seq = seq + n as u64;
+        let signer = (!fields.contains_key("forged")).then_some(writer);
+        let (line, hash) = Body::of(&fields)
+            .unwrap()
+            .seal_signed(seq, ts, &prev, signer)
+            .unwrap();
+        rows.push(String::from_utf8(line).unwrap().trim_end().to_owned());
+        prev = hash;
+    }
+    let pool = db.raw().await;
+    sqlx::query("DELETE FROM chain_entry WHERE tenant = 'default' AND seq >= $1")
+        .bind(seq as i64)
+        .execute(&pool)
+        .await
+        .unwrap();
+    for (n, line) in rows.iter().enumerate() {
+        sqlx::query("INSERT INTO chain_entry (tenant, seq, line) VALUES ('default', $1, $2)")
+            .bind((seq + n as u64) as i64)
+            .bind(line.as_str())
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    sqlx::query("UPDATE chain_head SET seq = $1, hash = $2 WHERE tenant = 'default'")
+        .bind((lines.len() - 1) as i64)
+        .bind(prev.to_hex())
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    dropped
+}
+
+/// Where the writer's own entries leave each call (the last `call_held`,
+/// `call_decided`, `call_claimed` or `call_finished` about it), as the test reads them.
+fn story_of(entries: &[Value]) -> BTreeMap<String, HeldStatus> {
+    let mut story = BTreeMap::new();
+    for entry in entries {
+        let Some(call) = entry["call"].as_str() else {
+            continue;
+        };
+        let status = match entry["event"].as_str() {
+            Some("call_held") => Some(HeldStatus::Held),
+            Some("call_decided") => entry["decision"].as_str().and_then(|d| d.parse().ok()),
+            Some("call_claimed") => Some(HeldStatus::Claimed),
+            Some("call_finished") => entry["outcome"].as_str().and_then(|o| o.parse().ok()),
+            _ => None,
+        };
+        if let Some(status) = status {
+            story.insert(call.to_owned(), status);
+        }
+    }
+    story
+}
+
+/// Issue 38's property. Two processes (each a store handle with its own pool, signing
+/// the chain with its own writer key) and an attacker with database access interleave at
+/// random, on the same calls: holds; decisions signed by trusted reviewers (the author
+/// among them), by eve (untrusted) and by tess (another tenant's reviewer); forged
+/// `call_decided` entries, hash-correct but without a trusted signature, some with the
+/// row set to approved beside them; claims naming the call's own binding, the row's, or
+/// another scope's, checksum's or upstream's; runs that end ran or failed, and claims
+/// abandoned (never finished); calls with short expiries, rows expired by hand or given
+/// back a far or no expiry; rows set to approved after they were claimed, ran, failed,
+/// were rejected or expired; scopes and upstreams rewritten and put back.
+///
+/// Whatever the order, from the processes' own record and from the chain: each call is
+/// claimed at most once, and the chain holds exactly the claims the store granted; only
+/// with the binding it was held with; only on an approval a trusted reviewer signed for
+/// its tenant and call; never once its hold's expiry had passed. And verification flags
+/// every tampering: without the writers' keys, each forged entry whose story does not
+/// hold is a provenance fault; with them, every forged entry is unsigned; and once the
+/// forgeries are gone, every row whose status the chain does not explain is reported,
+/// one after another, and only rows the attacker set.
+///
+/// Two pools in one process stand for two processes: each has its own connections, its
+/// own group-commit task and its own writer key, and what orders their work is the
+/// database (SQLite's write lock, PostgreSQL's row locks), as it would be across
+/// processes. `tests/processes.rs` runs real processes against one store (the fleet load
+/// test, the kill test); a child process here would add start-up time and a second log to
+/// merge, and no ordering the database does not already impose.
+///
+/// `TOOLTRUST_LIFECYCLE_SEED` and `TOOLTRUST_LIFECYCLE_STEPS` change the schedule; a
+/// failure names its seed.
+pub async fn random_tampering_spends_only_signed_approvals(db: &TestDb) {
+    const CALLS: usize = 24;
+    let seed = env_u64("TOOLTRUST_LIFECYCLE_SEED").unwrap_or(LIFECYCLE_SEED);
+    let steps = env_u64("TOOLTRUST_LIFECYCLE_STEPS").map_or(LIFECYCLE_STEPS, |n| n as usize);
+    let sqlite = matches!(db.location, tooltrust_store::Location::Sqlite(_));
+    let started = std::time::Instant::now();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let upstreams = [None, Some("mail"), Some("files")];
+    let calls: Arc<Vec<HeldCall>> = Arc::new(
+        (0..CALLS)
+            .map(|n| {
+                let mut call = held(
+                    "send_email",
+                    &format!(r#"{{"to":"x{n}@example.com","seed":{seed}}}"#),
+                    "default",
+                    &format!("scope-{}", n % 3),
+                    "ann",
+                );
+                call.upstream = upstreams[(n / 3) % 3].map(str::to_owned);
+                // A quarter expire while the schedule runs, one in eight never does.
+                call.expires_at = match n % 8 {
+                    0 | 5 => Some(tooltrust::held::expiry_after(Duration::from_millis(
+                        rng.u64(300..2000),
+                    ))),
+                    1 => None,
+                    _ => call.expires_at,
+                };
+                call
+            })
+            .collect(),
+    );
+    let writer_keys = ["writer-a", "writer-b"];
+    let writers = Writers::new(writer_keys.map(|name| test_key(name).public()));
+
+    let mut workers = Vec::new();
+    for (worker, writer) in writer_keys.into_iter().enumerate() {
+        let store = Store::open(
+            &db.location,
+            StoreOptions {
+                writer: Some(Arc::new(test_key(writer))),
+                ..db.options.clone()
+            },
+        )
+        .await
+        .unwrap();
+        let calls = calls.clone();
+        let raw = db.raw().await;
+        let mut rng =
+            fastrand::Rng::with_seed(seed ^ (worker as u64 + 1).wrapping_mul(0x9e37_79b9));
+        workers.push(tokio::spawn(async move {
+            let mut out = Outcomes::default();
+            // Calls this process claimed and has not finished.
+            let mut running: Vec<usize> = Vec::new();
+            for step in 0..steps {
+                let action = rng.u8(..100);
+                // The attacker forges entries and rewrites rows of the odd calls only: the
+                // even calls' lifecycles run to the end while the odd ones are hammered.
+                let n = match action {
+                    37..44 | 78.. => rng.usize(..CALLS / 2) * 2 + 1,
+                    _ => rng.usize(..CALLS),
+                };
+                let call = &calls[n];
+                let id = call.id.as_str();
+                let context = format!("seed {seed:#x}, process {worker}, step {step}, call {n}");
+                match action {
+                    0..10 => {
+                        let _ = store.hold(call).await;
+                    }
+                    10..32 => {
+                        let reviewer = DECIDERS[rng.usize(..DECIDERS.len())];
+                        let approve = rng.u8(..5) != 0;
+                        if let Ok(decided) =
+                            decide_as(&store, &call.id, reviewer, approve, "r").await
+                        {
+                            assert_ne!(reviewer, "ann", "{context}: the author decided");
+                            if decided.status == HeldStatus::Approved {
+                                out.approvals.push((n, reviewer.to_owned()));
+                            }
+                        }
+                    }
+                    32..37 => {
+                        let reviewer = if rng.bool() { "eve" } else { super::ACME_ONLY };
+                        let decided = decide_as(&store, &call.id, reviewer, true, "r").await;
+                        assert!(
+                            matches!(
+                                decided,
+                                Err(DecideError::Unauthorized { .. }
+                                    | DecideError::UnknownCall(_)
+                                    | DecideError::AlreadyDecided { .. }
+                                    | DecideError::Expired { .. })
+                            ),
+                            "{context}: {reviewer} decided: {decided:?}"
+                        );
+                    }
+                    37..44 => {
+                        let kind = FORGERIES[rng.usize(..FORGERIES.len())];
+                        let other = &calls[(n + 1) % CALLS];
+                        let mut entry = match kind {
+                            Forgery::Unsigned => unsigned_decision(call, "rita"),
+                            Forgery::ByEve => {
+                                decision_entry(call, &sign_as(call, "eve", true, "ok"))
+                            }
+                            Forgery::ByAcmeReviewer => {
+                                decision_entry(call, &sign_as(call, super::ACME_ONLY, true, "ok"))
+                            }
+                            Forgery::StolenName => decision_entry(
+                                call,
+                                &call
+                                    .statement(true, "ok", super::id("rita"))
+                                    .sign(&test_key("eve")),
+                            ),
+                            Forgery::EditedVerdict => {
+                                let mut edited = sign_as(call, "rita", false, "no");
+                                edited.statement.decision = HeldStatus::Approved;
+                                decision_entry(call, &edited)
+                            }
+                            Forgery::OtherCall => {
+                                decision_entry(call, &sign_as(other, "rita", true, "ok"))
+                            }
+                            Forgery::OtherChecksum => {
+                                let mut entry = unsigned_decision(call, "rita");
+                                entry["checksum"] = json!(other.checksum);
+                                entry
+                            }
+                        };
+                        let marker = (worker as u64) << 32 | step as u64;
+                        entry["forged"] = json!(marker);
+                        if forge_racing(&raw, sqlite, &entry).await {
+                            out.forged.push((marker, n, kind));
+                        }
+                        if rng.bool() {
+                            // The row set to approved beside it.
+                            let decision = entry
+                                .get("signed")
+                                .map(|signed| serde_json::to_string(signed).unwrap());
+                            let set = sqlx::query(
+                                "UPDATE pending_call SET status = 'approved', decided_by = 'rita', \
+                                 decision = $1 WHERE id = $2",
+                            )
+                            .bind(decision)
+                            .bind(id)
+                            .execute(&raw)
+                            .await
+                            .unwrap();
+                            if set.rows_affected() > 0 {
+                                out.status_tampered.insert(n);
+                            }
+                        }
+                    }
+                    44..68 => {
+                        let mut binding = call.binding();
+                        let changed = match rng.u8(..10) {
+                            0 => {
+                                binding.scope = super::id("another-session");
+                                Some("scope")
+                            }
+                            1 => {
+                                binding.checksum = calls[(n + 3) % CALLS].checksum;
+                                Some("checksum")
+                            }
+                            2 => {
+                                binding.upstream = Some("evil".to_owned());
+                                Some("upstream")
+                            }
+                            3 => {
+                                // As a host that trusts the row would: whatever it says now.
+                                match store.get(&call.id).await.unwrap() {
+                                    Some(row) => binding = row.binding(),
+                                    None => continue,
+                                }
+                                (binding != call.binding()).then_some("row")
+                            }
+                            _ => None,
+                        };
+                        let sent = tooltrust::held::now();
+                        match store.claim_to_run(&call.id, &binding).await {
+                            Ok(claimed) => {
+                                assert_eq!(claimed.status, HeldStatus::Claimed, "{context}");
+                                out.claims.push((n, binding, sent));
+                                if rng.u8(..5) == 0 {
+                                    out.abandoned += 1;
+                                } else {
+                                    running.push(n);
+                                }
+                            }
+                            Err(ClaimError::Expired { .. }) => out.expired += 1,
+                            Err(_) => *out.refused.entry(changed).or_default() += 1,
+                        }
+                    }
+                    68..78 => {
+                        if !running.is_empty() {
+                            let n = running.swap_remove(rng.usize(..running.len()));
+                            let _ = store.finish_claimed(&calls[n].id, rng.bool()).await;
+                        }
+                    }
+                    78..85 => {
+                        let set = sqlx::query(
+                            "UPDATE pending_call SET status = 'approved' WHERE id = $1",
+                        )
+                        .bind(id)
+                        .execute(&raw)
+                        .await
+                        .unwrap();
+                        if set.rows_affected() > 0 {
+                            out.status_tampered.insert(n);
+                        }
+                    }
+                    85..91 => {
+                        let scope = ["proxy-b", "proxy-b", call.scope.as_str()][rng.usize(..3)];
+                        let upstream =
+                            [Some("evil"), None, call.upstream.as_deref()][rng.usize(..3)];
+                        let (column, value) = if rng.bool() {
+                            ("scope", Some(scope))
+                        } else {
+                            ("upstream", upstream)
+                        };
+                        sqlx::query(sqlx::AssertSqlSafe(format!(
+                            "UPDATE pending_call SET {column} = $1 WHERE id = $2"
+                        )))
+                        .bind(value)
+                        .bind(id)
+                        .execute(&raw)
+                        .await
+                        .unwrap();
+                        out.binding_tampered.insert(n);
+                    }
+                    91..96 => {
+                        // Un-expiry: no expiry, or one a thousand years away.
+                        let expiry = [None, Some("2999-01-01T00:00:00.000000Z")][rng.usize(..2)];
+                        sqlx::query("UPDATE pending_call SET expires_at = $1 WHERE id = $2")
+                            .bind(expiry)
+                            .bind(id)
+                            .execute(&raw)
+                            .await
+                            .unwrap();
+                        out.binding_tampered.insert(n);
+                    }
+                    _ => {
+                        // Time passes for the row (the chain's record of the hold stays).
+                        sqlx::query(
+                            "UPDATE pending_call SET expires_at = '2000-01-01T00:00:00.000000Z' \
+                             WHERE id = $1",
+                        )
+                        .bind(id)
+                        .execute(&raw)
+                        .await
+                        .unwrap();
+                        out.binding_tampered.insert(n);
+                    }
+                }
+            }
+            out.abandoned += running.len();
+            raw.close().await;
+            store.close().await;
+            out
+        }));
+    }
+    let mut out = Outcomes::default();
+    for worker in workers {
+        let done = worker.await.unwrap();
+        out.claims.extend(done.claims);
+        for (field, count) in done.refused {
+            *out.refused.entry(field).or_default() += count;
+        }
+        out.approvals.extend(done.approvals);
+        out.expired += done.expired;
+        out.forged.extend(done.forged);
+        out.status_tampered.extend(done.status_tampered);
+        out.binding_tampered.extend(done.binding_tampered);
+        out.abandoned += done.abandoned;
+    }
+    let ran_for = started.elapsed();
+    let seed_note = format!("seed {seed:#x} ({steps} steps per process)");
+    let entries = chain_entries(db, "default").await;
+
+    // Each call claimed at most once, and the chain holds exactly the claims granted.
+    let mut claims_of: BTreeMap<usize, usize> = BTreeMap::new();
+    for (n, ..) in &out.claims {
+        *claims_of.entry(*n).or_default() += 1;
+    }
+    for (n, call) in calls.iter().enumerate() {
+        let granted = claims_of.get(&n).copied().unwrap_or(0);
+        assert!(
+            granted <= 1,
+            "{seed_note}: call {n} was claimed {granted} times"
+        );
+        let in_chain = entries
+            .iter()
+            .filter(|e| e["event"] == "call_claimed" && e["call"] == json!(call.id))
+            .count();
+        assert_eq!(
+            in_chain, granted,
+            "{seed_note}: call {n}'s claims in the chain"
+        );
+    }
+    for (n, binding, sent) in &out.claims {
+        let call = &calls[*n];
+        // Only with the binding it was held with, as the claim named and as the chain says.
+        assert_eq!(
+            *binding,
+            call.binding(),
+            "{seed_note}: call {n} claimed elsewhere"
+        );
+        let claim = entries
+            .iter()
+            .position(|e| e["event"] == "call_claimed" && e["call"] == json!(call.id))
+            .unwrap();
+        let recorded = &entries[claim];
+        assert_eq!(
+            recorded["scope"],
+            json!(call.scope),
+            "{seed_note}: call {n}"
+        );
+        assert_eq!(
+            recorded["checksum"],
+            json!(call.checksum),
+            "{seed_note}: call {n}"
+        );
+        assert_eq!(recorded["tool"], json!(call.tool), "{seed_note}: call {n}");
+        assert_eq!(
+            recorded["upstream"].as_str(),
+            call.upstream.as_deref(),
+            "{seed_note}: call {n}"
+        );
+        // Only on an approval a trusted reviewer signed for this tenant and call: the last
+        // signed decision before the claim is the writer's, an approval, and checks out
+        // against the test's own record of the hold.
+        let decided = entries[..claim]
+            .iter()
+            .rev()
+            .find(|e| {
+                e["event"] == "call_decided"
+                    && e["call"] == json!(call.id)
+                    && e.get("signed").is_some()
+            })
+            .unwrap_or_else(|| panic!("{seed_note}: call {n} claimed with no decision"));
+        assert!(
+            decided.get("forged").is_none(),
+            "{seed_note}: call {n} ran on a forgery: {:#?}",
+            entries
+                .iter()
+                .filter(|e| e["call"] == json!(call.id))
+                .map(|e| (&e["seq"], &e["ts"], &e["event"], &e["forged"], &e["decision"]))
+                .collect::<Vec<_>>()
+        );
+        let signed: SignedDecision = serde_json::from_value(decided["signed"].clone()).unwrap();
+        assert!(signed.statement.approves(), "{seed_note}: call {n}");
+        super::test_reviewers()
+            .check(&signed, &call.id, &call.lifecycle())
+            .unwrap_or_else(|e| panic!("{seed_note}: call {n}'s approval: {e}"));
+        assert!(
+            out.approvals
+                .iter()
+                .any(|(a, reviewer)| a == n && *reviewer == signed.statement.reviewer.as_str()),
+            "{seed_note}: call {n} ran on an approval no process was given"
+        );
+        // Never after its hold's expiry (the chain's record of the hold, which must be the
+        // call's own): the claim was sent before it. The claim's entry is sealed after the
+        // round's transitions, so its `ts` may be a little later than the moment judged.
+        let hold = entries
+            .iter()
+            .find(|e| e["event"] == "call_held" && e["call"] == json!(call.id))
+            .unwrap();
+        assert_eq!(hold["expires_at"].as_str(), call.expires_at.as_deref());
+        if let Some(expires) = hold["expires_at"].as_str() {
+            assert!(
+                sent.as_str() < expires,
+                "{seed_note}: call {n} claimed at {sent}, after its expiry {expires}"
+            );
+        }
+    }
+
+    // Verification, first as an operator without the writers' keys: the forged entries
+    // whose story does not hold (a decision on a call not yet held with that checksum)
+    // are provenance faults, each reported in turn (and dropped, so that the next shows).
+    let store = Store::open(
+        &db.location,
+        StoreOptions {
+            writer: Some(Arc::new(test_key("writer-a"))),
+            ..db.options.clone()
+        },
+    )
+    .await
+    .unwrap();
+    let forged_at = |entries: &[Value]| -> BTreeMap<u64, usize> {
+        entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e["forged"].as_u64().map(|m| (m, i)))
+            .collect()
+    };
+    let mut unheld = HashSet::new();
+    {
+        let mut held_with: BTreeMap<&str, &Value> = BTreeMap::new();
+        for entry in &entries {
+            let call = entry["call"].as_str().unwrap_or_default();
+            if entry["event"] == "call_held" {
+                held_with.insert(call, &entry["checksum"]);
+            } else if let Some(marker) = entry["forged"].as_u64()
+                && held_with.get(call) != Some(&&entry["checksum"])
+            {
+                unheld.insert(marker);
+            }
+        }
+    }
+    let mut faults = HashSet::new();
+    let key_a = test_key("writer-a");
+    loop {
+        match store.verify_chain(None).await {
+            Err(ChainError::Invalid(e)) => {
+                let VerifyErrorKind::Provenance(ProvenanceFault::DecisionOnUnheld { .. }) = &e.kind
+                else {
+                    panic!("{seed_note}: {e:?}");
+                };
+                let dropped = drop_entry(db, e.seq, &key_a).await;
+                let marker = dropped["forged"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("{seed_note}: a fault at the writer's {dropped}"));
+                faults.insert(marker);
+            }
+            Ok(_) | Err(ChainError::RowUnexplained { .. }) => break,
+            Err(other) => panic!("{seed_note}: {other:?}"),
+        }
+    }
+    assert_eq!(faults, unheld, "{seed_note}: the provenance faults");
+
+    // With the writers' keys, every other forged entry is unsigned.
+    let mut unsigned = HashSet::new();
+    loop {
+        match store.verify_chain_signed(None, &writers).await {
+            Err(ChainError::Invalid(e)) if matches!(e.kind, VerifyErrorKind::Unsigned { .. }) => {
+                let dropped = drop_entry(db, e.seq, &key_a).await;
+                let marker = dropped["forged"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("{seed_note}: the writer's {dropped} unsigned"));
+                unsigned.insert(marker);
+            }
+            Ok(_) | Err(ChainError::RowUnexplained { .. }) => break,
+            Err(other) => panic!("{seed_note}: {other:?}"),
+        }
+    }
+    let all: HashSet<u64> = out.forged.iter().map(|(marker, ..)| *marker).collect();
+    assert_eq!(
+        unsigned.len() + faults.len(),
+        all.len(),
+        "{seed_note}: forged entries not flagged"
+    );
+    assert!(unsigned.is_disjoint(&faults) && unsigned.union(&faults).all(|m| all.contains(m)));
+    assert!(forged_at(&chain_entries(db, "default").await).is_empty());
+
+    // The chain is now the writers' own: every row whose status it does not explain is
+    // reported, one after another (each put back where the chain says, so that the next
+    // shows), and each is a row the attacker set.
+    let story = story_of(&chain_entries(db, "default").await);
+    let raw = db.raw().await;
+    let rows: BTreeMap<String, String> = sqlx::query("SELECT id, status FROM pending_call")
+        .fetch_all(&raw)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    let mut unexplained = HashSet::new();
+    for (call, row) in &rows {
+        let row: HeldStatus = row.parse().unwrap();
+        let chain = story.get(call).copied();
+        let explained = Some(row) == chain
+            || (row == HeldStatus::Expired
+                && matches!(chain, Some(HeldStatus::Held | HeldStatus::Approved)));
+        if !explained {
+            unexplained.insert(call.clone());
+        }
+    }
+    let mut reported = HashSet::new();
+    loop {
+        match store.verify_chain_signed(None, &writers).await {
+            Ok(_) => break,
+            Err(ChainError::RowUnexplained { call, chain, .. }) => {
+                let n = calls.iter().position(|c| c.id.as_str() == call).unwrap();
+                assert!(
+                    out.status_tampered.contains(&n),
+                    "{seed_note}: call {n}'s row is unexplained, and no one set it"
+                );
+                assert!(
+                    reported.insert(call.clone()),
+                    "{seed_note}: {call} reported twice"
+                );
+                sqlx::query("UPDATE pending_call SET status = $1 WHERE id = $2")
+                    .bind(chain.unwrap_or(HeldStatus::Held).as_str())
+                    .bind(call.as_str())
+                    .execute(&raw)
+                    .await
+                    .unwrap();
+            }
+            Err(other) => panic!("{seed_note}: {other:?}"),
+        }
+    }
+    raw.close().await;
+    assert_eq!(reported, unexplained, "{seed_note}: the unexplained rows");
+    store.close().await;
+
+    // The schedule did what it says.
+    let summary = format!(
+        "{seed_note}: {} claims ({} abandoned), refused {:?}, {} expired, {} approvals, \
+         {} forged ({} provenance faults), {} rows set, {} rows rebound, {} unexplained, \
+         {} entries, in {ran_for:?}",
+        out.claims.len(),
+        out.abandoned,
+        out.refused,
+        out.expired,
+        out.approvals.len(),
+        out.forged.len(),
+        faults.len(),
+        out.status_tampered.len(),
+        out.binding_tampered.len(),
+        reported.len(),
+        entries.len(),
+    );
+    eprintln!("{summary}");
+    assert!(!out.claims.is_empty(), "{summary}: nothing was claimed");
+    assert!(!out.forged.is_empty(), "{summary}: nothing was forged");
+    assert!(
+        !reported.is_empty(),
+        "{summary}: no row was left unexplained"
+    );
+    for field in [None, Some("scope"), Some("checksum"), Some("upstream")] {
+        assert!(
+            out.refused.contains_key(&field),
+            "{summary}: no refusal for {field:?}"
+        );
+    }
+}

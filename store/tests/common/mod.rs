@@ -202,6 +202,7 @@ macro_rules! contract_tests {
             approvals_are_bound_to_their_scope_and_call,
             approvals_need_their_decision_in_the_chain_and_expire,
             random_interleavings_keep_the_lifecycle,
+            random_tampering_spends_only_signed_approvals,
             concurrent_deciders_decide_once,
             waiting_sees_a_decision_from_elsewhere,
             appends_chain_like_the_file_log,

@@ -4,11 +4,11 @@
 //! that records a claimed call whose run was abandoned as failed.
 //!
 //! The queue is behind [`Approvals`] (tooltrust-store implements it); the proxy, the agent
-//! loop's resume and the store's own helper all spend through [`spend`], so each checks the
-//! same rules in the same order.
+//! loop's resume and the store's own helper all spend through [`spend()`], so each checks
+//! the same rules in the same order. The lifecycle it follows is [`crate::held`]'s.
 
-use super::{Approvals, Binding, ClaimRefused};
 use crate::call::ToolCall;
+use crate::held::{Approvals, Binding, ClaimRefused};
 use crate::id::Id;
 use crate::session::{CallOutcome, Scope, SessionError};
 use crate::verdict::Verdict;
