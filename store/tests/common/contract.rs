@@ -2953,8 +2953,11 @@ pub async fn random_tampering_spends_only_signed_approvals(db: &TestDb) {
             "{seed_note}: call {n}"
         );
         // Only on an approval a trusted reviewer signed for this tenant and call: the last
-        // signed decision before the claim is the writer's, an approval, and checks out
-        // against the test's own record of the hold.
+        // signed decision the writers recorded before the claim is an approval, and checks
+        // out against the test's own record of the hold. (Not the last signed entry of all:
+        // on PostgreSQL a claim reads the call's entries before it locks the chain's head,
+        // so a forged entry the attacker commits in between lands before the claim's,
+        // though the claim never saw it.)
         let decided = entries[..claim]
             .iter()
             .rev()
@@ -2962,17 +2965,9 @@ pub async fn random_tampering_spends_only_signed_approvals(db: &TestDb) {
                 e["event"] == "call_decided"
                     && e["call"] == json!(call.id)
                     && e.get("signed").is_some()
+                    && e.get("forged").is_none()
             })
             .unwrap_or_else(|| panic!("{seed_note}: call {n} claimed with no decision"));
-        assert!(
-            decided.get("forged").is_none(),
-            "{seed_note}: call {n} ran on a forgery: {:#?}",
-            entries
-                .iter()
-                .filter(|e| e["call"] == json!(call.id))
-                .map(|e| (&e["seq"], &e["ts"], &e["event"], &e["forged"], &e["decision"]))
-                .collect::<Vec<_>>()
-        );
         let signed: SignedDecision = serde_json::from_value(decided["signed"].clone()).unwrap();
         assert!(signed.statement.approves(), "{seed_note}: call {n}");
         super::test_reviewers()
