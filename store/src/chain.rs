@@ -298,6 +298,8 @@ pub(crate) async fn verify(
 #[derive(Default)]
 struct Story {
     status: std::collections::HashMap<String, HeldStatus>,
+    /// What each call's `call_held` entry bound: scope, tool, checksum, upstream, expiry.
+    bound: std::collections::HashMap<String, [Option<String>; 5]>,
     upgraded: std::collections::HashSet<String>,
 }
 
@@ -313,6 +315,16 @@ impl Story {
         let Some(call) = text("call") else {
             return;
         };
+        if entry.event == "call_held" {
+            let field = |name: &str| text(name).map(str::to_owned);
+            self.bound.entry(call.to_owned()).or_insert([
+                field("scope"),
+                field("tool"),
+                field("checksum"),
+                field("upstream"),
+                field("expires_at"),
+            ]);
+        }
         let status = match entry.event.as_str() {
             "call_held" => Some(HeldStatus::Held),
             "call_decided" => text("decision").and_then(|d| d.parse().ok()),
@@ -336,11 +348,14 @@ async fn cross_check(
     story: &Story,
 ) -> Result<(), ChainError> {
     const OP: &str = "read the review queue";
-    let rows = sqlx::query("SELECT id, status FROM pending_call WHERE tenant = $1 ORDER BY id")
-        .bind(tenant.as_str())
-        .fetch_all(pool)
-        .await
-        .map_err(|e| engine.error(OP, e))?;
+    let rows = sqlx::query(
+        "SELECT id, status, scope, tool, checksum, upstream, expires_at FROM pending_call \
+         WHERE tenant = $1 ORDER BY id",
+    )
+    .bind(tenant.as_str())
+    .fetch_all(pool)
+    .await
+    .map_err(|e| engine.error(OP, e))?;
     for row in rows {
         let (Ok(call), Ok(status)) = (row.try_get::<String, _>(0), row.try_get::<String, _>(1))
         else {
@@ -363,6 +378,20 @@ async fn cross_check(
                 row: status,
                 chain,
             });
+        }
+        // What the row says it binds must be what the chain recorded as held.
+        if let Some(bound) = story.bound.get(&call) {
+            let names = ["scope", "tool", "checksum", "upstream", "expires_at"];
+            for (i, name) in names.into_iter().enumerate() {
+                let in_row = row.try_get::<Option<String>, _>(i + 2).ok().flatten();
+                if in_row != bound[i] {
+                    return Err(ChainError::RowRebound {
+                        tenant: tenant.clone(),
+                        call,
+                        field: name,
+                    });
+                }
+            }
         }
     }
     Ok(())

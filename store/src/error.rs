@@ -418,6 +418,19 @@ pub enum ChainError {
         /// Where the chain leaves it, if anywhere.
         chain: Option<HeldStatus>,
     },
+    /// A held call's row binds another scope, tool, checksum, upstream or expiry than the
+    /// chain recorded when it was held: it was rewritten around the review queue.
+    #[error(
+        "held call {call} of tenant {tenant}: its row's {field} is not what the chain recorded when it was held"
+    )]
+    RowRebound {
+        /// The tenant.
+        tenant: Id,
+        /// The held call.
+        call: String,
+        /// The first field that differs.
+        field: &'static str,
+    },
     /// The store failed while reading.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -243,6 +243,26 @@ async fn decide_in(
     };
     // What was held is the chain's to say, not the row's: a decision binds the hold.
     let entries = call_entries(tx, engine, &call.tenant, DECIDE, id).await?;
+    if let Some(decided) = entries
+        .iter()
+        .rev()
+        .find(|entry| event_of(entry) == Some("call_decided"))
+        .filter(|_| call.status == HeldStatus::Held)
+    {
+        // Decided once in the chain: a row set back to held is not decided again.
+        let status = decided
+            .get("decision")
+            .and_then(serde_json::Value::as_str)
+            .and_then(|status| status.parse().ok())
+            .unwrap_or(call.status);
+        return refused(
+            DecideError::AlreadyDecided {
+                id: id.clone(),
+                status,
+            },
+            format!("already {status} in the audit chain"),
+        );
+    }
     let backfill = match held_in_chain(&entries, &call) {
         Some(held) => {
             call.scope = held.binding.scope.clone();

@@ -16,9 +16,11 @@ CREATE INDEX chain_entry_by_call ON chain_entry (tenant, call, seq);
 -- a claim reads the decision from the chain, never from here.
 ALTER TABLE pending_call ADD COLUMN decision TEXT;
 
--- Calls held or approved before version 3 have no expiry: they get the default one (24
+-- Calls held or approved before version 3 (whose holds the chain never recorded) have no
+-- expiry: they get the default one (24
 -- hours) from the upgrade. (Approvals given before version 4 carry no reviewer's
 -- signature: none is ever spent, and each expires with the rest.)
 UPDATE pending_call
 SET expires_at = to_char((now() AT TIME ZONE 'UTC') + interval '1 day', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-WHERE expires_at IS NULL AND status IN ('held', 'approved');
+WHERE expires_at IS NULL AND status IN ('held', 'approved')
+    AND created_at < (SELECT applied_at FROM tooltrust_schema WHERE version = 3);

