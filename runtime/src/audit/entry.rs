@@ -27,21 +27,32 @@ pub const RESERVED_FIELDS: [&str; 6] = ["seq", "ts", "prev", "hash", "signer", "
 /// everything before it.
 pub const CHAIN_DOMAIN: &str = "tooltrust/chain/v1";
 
-/// Who wrote an entry, and their signature of its hash.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EntrySignature {
-    /// The writer's public key (the entry's `signer`, inside the hashed content).
-    pub signer: PublicKey,
-    /// The writer's signature of the entry's hash (its `sig`, beside `hash`).
-    pub sig: Signature,
+/// Whether `sig` is `signer`'s signature of the entry hash `hash`.
+pub fn signature_verifies(signer: &PublicKey, hash: &Checksum, sig: &Signature) -> bool {
+    signer.verifies(CHAIN_DOMAIN, hash.as_bytes(), sig)
 }
 
-impl EntrySignature {
-    /// Whether `sig` is `signer`'s signature of `hash`.
-    pub fn verifies(&self, hash: &Checksum) -> bool {
-        self.signer
-            .verifies(CHAIN_DOMAIN, hash.as_bytes(), &self.sig)
+/// Adds `writer`'s signature of the entry's hash (`sig`) to a sealed line (its bytes, with
+/// or without the newline, as [`Body::seal`] wrote them); `None` if the bytes are not
+/// an entry this crate sealed.
+///
+/// A writer that names itself in every entry (`signer`) may sign only the last entry of
+/// each batch it makes durable: the hash chain then carries the signature back to every
+/// entry before it. Verification with the writer's key accepts an unsigned entry only if
+/// a signed one follows it.
+pub fn sign_line(line: &[u8], hash: &Checksum, writer: &SecretKey) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(line).ok()?;
+    let newline = text.ends_with('\n');
+    let mut entry: Value = serde_json::from_str(text.trim_end_matches('\n')).ok()?;
+    let sig = writer.sign(CHAIN_DOMAIN, hash.as_bytes());
+    entry
+        .as_object_mut()?
+        .insert("sig".to_owned(), Value::String(sig.to_string()));
+    let mut signed = canonical_json(&entry).into_bytes();
+    if newline {
+        signed.push(b'\n');
     }
+    Some(signed)
 }
 
 /// An entry as read back from the log.
@@ -64,8 +75,11 @@ pub struct Entry {
     pub prev: Checksum,
     /// This entry's hash.
     pub hash: Checksum,
-    /// Its writer's signature, if the writer signs (see [`Body::seal_signed`]).
-    pub signature: Option<EntrySignature>,
+    /// The writer the entry names (`signer`, inside the hashed content), if any.
+    pub signer: Option<PublicKey>,
+    /// That writer's signature of the entry's hash (`sig`), if it signed this entry: a
+    /// writer may sign only the last entry of each durable batch.
+    pub sig: Option<Signature>,
 }
 
 /// Why an event cannot be recorded. Nothing is written when an event is refused.
@@ -162,41 +176,80 @@ impl Body {
     /// key, cannot then edit, insert or re-hash an entry that a verifier holding the
     /// public key accepts.
     pub fn seal_signed(
-        mut self,
+        self,
         seq: u64,
         ts: String,
         prev: &Checksum,
         writer: Option<&SecretKey>,
     ) -> Result<(Vec<u8>, Checksum), EventError> {
-        let fields = &mut self.0;
-        fields.insert("seq".to_owned(), Value::from(seq));
-        fields.insert("ts".to_owned(), Value::String(ts));
-        fields.insert("prev".to_owned(), Value::String(prev.to_hex()));
-        if let Some(writer) = writer {
-            fields.insert(
-                "signer".to_owned(),
-                Value::String(writer.public().to_string()),
-            );
+        let public = writer.map(SecretKey::public);
+        let (mut entry, hash) = self.sealed(seq, ts, prev, public.as_ref());
+        if let (Some(writer), Some(fields)) = (writer, entry.as_object_mut()) {
+            let sig = writer.sign(CHAIN_DOMAIN, hash.as_bytes());
+            fields.insert("sig".to_owned(), Value::String(sig.to_string()));
         }
-        let mut entry = Value::Object(self.0);
-        let hash = entry_hash(prev, &entry);
-        if let Some(fields) = entry.as_object_mut() {
-            fields.insert("hash".to_owned(), Value::String(hash.to_hex()));
-            if let Some(writer) = writer {
-                let sig = writer.sign(CHAIN_DOMAIN, hash.as_bytes());
-                fields.insert("sig".to_owned(), Value::String(sig.to_string()));
-            }
-        }
-        let mut line = canonical_json(&entry).into_bytes();
-        line.push(b'\n');
-        if line.len() > MAX_LINE_BYTES {
+        Ok((line_of(&entry)?, hash))
+    }
+
+    /// Like [`Body::seal`], naming `signer` (inside the hashed content) without signing:
+    /// for a writer that signs the last entry of each durable batch with [`sign_line`].
+    pub fn seal_named(
+        self,
+        seq: u64,
+        ts: String,
+        prev: &Checksum,
+        signer: Option<&PublicKey>,
+    ) -> Result<(Vec<u8>, Checksum), EventError> {
+        let (entry, hash) = self.sealed(seq, ts, prev, signer);
+        let line = line_of(&entry)?;
+        // Room for the `sig` the writer may add to it later.
+        if signer.is_some() && line.len() + SIG_FIELD_BYTES > MAX_LINE_BYTES {
             return Err(EventError::TooLarge {
-                len: line.len(),
+                len: line.len() + SIG_FIELD_BYTES,
                 max: MAX_LINE_BYTES,
             });
         }
         Ok((line, hash))
     }
+
+    /// The entry with the log's fields and its hash.
+    fn sealed(
+        mut self,
+        seq: u64,
+        ts: String,
+        prev: &Checksum,
+        signer: Option<&PublicKey>,
+    ) -> (Value, Checksum) {
+        let fields = &mut self.0;
+        fields.insert("seq".to_owned(), Value::from(seq));
+        fields.insert("ts".to_owned(), Value::String(ts));
+        fields.insert("prev".to_owned(), Value::String(prev.to_hex()));
+        if let Some(signer) = signer {
+            fields.insert("signer".to_owned(), Value::String(signer.to_string()));
+        }
+        let mut entry = Value::Object(self.0);
+        let hash = entry_hash(prev, &entry);
+        if let Some(fields) = entry.as_object_mut() {
+            fields.insert("hash".to_owned(), Value::String(hash.to_hex()));
+        }
+        (entry, hash)
+    }
+}
+
+/// The most a `sig` field adds to a line: `,"sig":"` and 128 hex digits and `"`.
+const SIG_FIELD_BYTES: usize = 8 + 128 + 1;
+
+/// An entry's line: its canonical JSON and `\n`, at most [`MAX_LINE_BYTES`].
+fn line_of(entry: &Value) -> Result<Vec<u8>, EventError> {
+    let mut line = canonical_json(entry).into_bytes();
+    line.push(b'\n');
+    if line.len() > MAX_LINE_BYTES {
+        return Err(EventError::TooLarge {
+            len: line.len(),
+            max: MAX_LINE_BYTES,
+        });
+    }
+    Ok(line)
 }
 
 /// `SHA-256(prev_hex ‖ canonical(entry without hash))`; `entry` must not hold `hash`.
@@ -260,20 +313,11 @@ pub(crate) fn read_line(line: &[u8]) -> Result<Entry, LineFault> {
         ),
         Some(other) => return Err(missing(Some(&other), "signer", "a string")),
     };
-    let signature = match (signer, sig) {
-        (Some(signer), Some(sig)) => Some(EntrySignature { signer, sig }),
-        (None, None) => None,
-        (Some(_), None) => {
-            return Err(LineFault::Malformed(
-                "the entry names a signer but has no \"sig\"".to_owned(),
-            ));
-        }
-        (None, Some(_)) => {
-            return Err(LineFault::Malformed(
-                "the entry has a \"sig\" but names no signer".to_owned(),
-            ));
-        }
-    };
+    if signer.is_none() && sig.is_some() {
+        return Err(LineFault::Malformed(
+            "the entry has a \"sig\" but names no signer".to_owned(),
+        ));
+    }
     let seq = match fields.remove("seq") {
         Some(Value::Number(n)) => n
             .as_u64()
@@ -295,7 +339,8 @@ pub(crate) fn read_line(line: &[u8]) -> Result<Entry, LineFault> {
         fields: std::mem::take(fields),
         prev,
         hash: stated,
-        signature,
+        signer,
+        sig,
     })
 }
 

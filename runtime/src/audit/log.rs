@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::entry::{Body, EventError, MAX_SEQ};
+use super::entry::{Body, EventError, MAX_SEQ, sign_line};
 use super::head::{Head, HeadError};
 use super::storage::{FileStorage, Storage, io_error};
 use super::verify::{EntryReader, VerifyError, VerifyErrorKind};
 use crate::call::Checksum;
 use crate::event::{Event, PartialRecord, RecordError, Recorder};
 use crate::group_commit::{Committer, GatherOptions, GroupCommit, OnFailure, Partial, Ticket};
-use crate::signature::SecretKey;
+use crate::signature::{PublicKey, SecretKey};
 
 /// Why the log could not open or append.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -232,8 +232,8 @@ struct Chain {
     /// The last deferred entry sealed: a failed round before it is durable loses it,
     /// and with it the log's promise, so the log is poisoned.
     deferred: u64,
-    /// The key that signs each entry, if the log is signed.
-    writer: Option<Arc<SecretKey>>,
+    /// The writer each entry names, if the log is signed.
+    signer: Option<PublicKey>,
 }
 
 /// Writes rounds of lines to the storage: one write and one sync per round.
@@ -241,6 +241,9 @@ struct Writer {
     /// Locked only by the turn holder (and on close), so never contended.
     file: Mutex<File>,
     options: AuditOptions,
+    /// Signs the last entry of each round, if the log is signed: through the hash chain
+    /// that signature vouches for every entry before it, at one signature per sync.
+    key: Option<Arc<SecretKey>>,
 }
 
 struct File {
@@ -367,7 +370,7 @@ impl AuditLog {
                     durable: tip,
                     poisoned: None,
                     deferred: 0,
-                    writer,
+                    signer: writer.as_deref().map(SecretKey::public),
                 },
             ),
             writer: Writer {
@@ -379,6 +382,7 @@ impl AuditLog {
                     poisoned: None,
                 }),
                 options,
+                key: writer,
             },
             lingering: Mutex::new(Lingering::default()),
             wake: Condvar::new(),
@@ -474,11 +478,11 @@ impl AuditLog {
             let mut lines = Vec::with_capacity(bodies.len());
             for body in bodies {
                 let seq = tip.seq + 1;
-                let (bytes, hash) = body.seal_signed(
+                let (bytes, hash) = body.seal_named(
                     seq,
                     crate::timestamp::now(),
                     &tip.hash,
-                    chain.writer.as_deref(),
+                    chain.signer.as_ref(),
                 )?;
                 tip = Head { seq, hash };
                 lines.push(Line { bytes, head: tip });
@@ -715,6 +719,15 @@ impl Committer<Line, Chain> for Writer {
         &self,
         batch: &mut [Line],
     ) -> impl Future<Output = Result<(), Partial<AuditError>>> + Send {
+        if let (Some(key), Some(last)) = (&self.key, batch.last_mut()) {
+            match sign_line(&last.bytes, &last.head.hash, key) {
+                Some(signed) => last.bytes = signed,
+                // Never for a line this log sealed; verification would report it unsigned.
+                None => {
+                    tracing::warn!(seq = last.head.seq, "audit log: a line could not be signed")
+                }
+            }
+        }
         let result = self
             .lock()
             .write_batch(batch, &self.options)

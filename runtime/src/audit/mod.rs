@@ -19,8 +19,8 @@ mod storage;
 mod verify;
 
 pub use entry::{
-    Body, CHAIN_DOMAIN, Entry, EntrySignature, EventError, GENESIS, MAX_LINE_BYTES, MAX_SEQ,
-    RESERVED_FIELDS,
+    Body, CHAIN_DOMAIN, Entry, EventError, GENESIS, MAX_LINE_BYTES, MAX_SEQ, RESERVED_FIELDS,
+    sign_line, signature_verifies,
 };
 pub use head::{Head, HeadError};
 pub use log::{AuditError, AuditLog, AuditOptions, OpenReport, PartialAppend, Receipt, TornTail};

@@ -120,9 +120,10 @@ pub enum VerifyErrorKind {
     /// with no approval before it, a decision on a call never held.
     #[error("{0}")]
     Provenance(ProvenanceFault),
-    /// The verifier trusts writers' keys, and this entry is not signed.
+    /// The verifier trusts writers' keys, and no trusted writer vouches for this entry: it
+    /// names no writer, or no signed entry follows it.
     #[error(
-        "the entry at byte {offset} is not signed, and only entries signed by a trusted writer are accepted"
+        "the entry at byte {offset} is not signed, nor followed by an entry signed by a trusted writer"
     )]
     Unsigned {
         /// Start of the line.
@@ -222,6 +223,8 @@ pub struct EntryReader<R> {
     reader: R,
     pinned: Option<Head>,
     writers: Option<Writers>,
+    /// The first entry since the last signed one (seq, offset): a signed entry must follow.
+    unsigned_since: Option<(u64, u64)>,
     /// Bytes of the intact entries read so far.
     good_len: u64,
     tip: Head,
@@ -237,6 +240,7 @@ impl<R: BufRead> EntryReader<R> {
             reader,
             pinned,
             writers: None,
+            unsigned_since: None,
             good_len: 0,
             tip: Head::EMPTY,
             torn: None,
@@ -269,6 +273,13 @@ impl<R: BufRead> EntryReader<R> {
     /// Once the iteration has ended without an error: checks that the log reaches the
     /// pinned head, and reports.
     pub fn finish(&self) -> Result<VerifyReport, VerifyError> {
+        if let Some((seq, offset)) = self.unsigned_since {
+            // Entries after the last signed one: no writer vouches for them.
+            return Err(VerifyError {
+                seq,
+                kind: VerifyErrorKind::Unsigned { offset },
+            });
+        }
         if let Some(pinned) = &self.pinned {
             if pinned.seq > self.tip.seq {
                 return Err(VerifyError {
@@ -385,21 +396,32 @@ impl<R: BufRead> Iterator for EntryReader<R> {
             });
         }
         if let Some(writers) = &self.writers {
-            let fault = match &entry.signature {
-                None => Some(VerifyErrorKind::Unsigned { offset }),
-                Some(signature) if !writers.contains(&signature.signer) => {
+            let fault = match (&entry.signer, &entry.sig) {
+                (None, _) => Some(VerifyErrorKind::Unsigned { offset }),
+                (Some(signer), _) if !writers.contains(signer) => {
                     Some(VerifyErrorKind::UnknownSigner {
                         offset,
-                        signer: signature.signer.to_string(),
+                        signer: signer.to_string(),
                     })
                 }
-                Some(signature) if !signature.verifies(&entry.hash) => {
+                (Some(signer), Some(sig))
+                    if !super::entry::signature_verifies(signer, &entry.hash, sig) =>
+                {
                     Some(VerifyErrorKind::BadSignature {
                         offset,
-                        signer: signature.signer.to_string(),
+                        signer: signer.to_string(),
                     })
                 }
-                Some(_) => None,
+                // Signed: it vouches for every entry before it, through the hash chain.
+                (Some(_), Some(_)) => {
+                    self.unsigned_since = None;
+                    None
+                }
+                // Named but not signed: a later signed entry must vouch for it.
+                (Some(_), None) => {
+                    self.unsigned_since.get_or_insert((entry.seq, offset));
+                    None
+                }
             };
             if let Some(fault) = fault {
                 return self.fail(fault);

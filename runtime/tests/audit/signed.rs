@@ -144,3 +144,54 @@ fn a_signature_copied_onto_another_entry_does_not_verify() {
         "{error}"
     );
 }
+
+#[test]
+fn a_batch_is_signed_once_and_its_last_signature_vouches_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = Arc::new(SecretKey::generate().unwrap());
+    let log_dir = dir.path().join("log");
+    let log = AuditLog::open_signed(
+        FileStorage::open(&log_dir).unwrap(),
+        AuditOptions::default(),
+        key.clone(),
+    )
+    .unwrap();
+    let events: Vec<Value> = (0..4)
+        .map(|i| json!({"event": "call_allowed", "i": i}))
+        .collect();
+    log.append_all(&events).unwrap();
+    log.close().unwrap();
+    let original = lines(&log_dir.join(LOG_FILE));
+    let signed: Vec<bool> = original
+        .iter()
+        .map(|line| {
+            let value: Value = serde_json::from_slice(&line[..line.len() - 1]).unwrap();
+            assert!(
+                value.get("signer").is_some(),
+                "every entry names its writer"
+            );
+            value.get("sig").is_some()
+        })
+        .collect();
+    assert_eq!(
+        signed,
+        [false, false, false, true],
+        "one signature per durable batch"
+    );
+    let writers = Writers::new([key.public()]);
+    let path = dir.path().join("copy.jsonl");
+    std::fs::write(&path, original.concat()).unwrap();
+    assert_eq!(
+        verify_signed(&path, None, Some(&writers)).unwrap().entries,
+        4
+    );
+    // Cut the signed entry off the end: what is left, no signature vouches for.
+    std::fs::write(&path, original[..3].concat()).unwrap();
+    assert!(verify(&path, None).is_ok());
+    let error = verify_signed(&path, None, Some(&writers)).unwrap_err();
+    assert_eq!(error.seq, 1);
+    assert!(
+        matches!(error.kind, VerifyErrorKind::Unsigned { .. }),
+        "{error}"
+    );
+}
