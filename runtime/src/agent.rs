@@ -736,6 +736,17 @@ impl Agent {
             CallOutcome::Ran { .. } => "approved by review; it ran and its result follows",
             _ => "rejected by review; it did not run",
         };
+        Ok(Some(self.reviewed(held, verdict, outcome)?))
+    }
+
+    /// What the model is shown for a held call a review settled: a note saying what
+    /// became of it, then the outcome itself.
+    fn reviewed(
+        &self,
+        held: &HeldRequest,
+        verdict: &str,
+        outcome: CallOutcome,
+    ) -> Result<(CallResult, String), SessionError> {
         let note = self.scope.note(
             "review-decision",
             &format!(
@@ -744,7 +755,7 @@ impl Agent {
             ),
         )?;
         let content = format!("{note}\n\n{}", self.shown(&outcome)?);
-        Ok(Some((CallResult::Outcome(outcome), content)))
+        Ok((CallResult::Outcome(outcome), content))
     }
 
     /// Runs an approved held call by spending its approval from the session's durable
@@ -778,15 +789,7 @@ impl Agent {
             ),
             Err(crate::spend::SpendError::Session(error)) => return Err(error.into()),
         };
-        let note = self.scope.note(
-            "review-decision",
-            &format!(
-                "The held call {} ({}) was {verdict}.",
-                held.id, held.requested.name
-            ),
-        )?;
-        let content = format!("{note}\n\n{}", self.shown(&outcome)?);
-        Ok((CallResult::Outcome(outcome), content))
+        Ok(self.reviewed(held, &verdict, outcome)?)
     }
 
     async fn turns(
