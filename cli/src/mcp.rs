@@ -53,6 +53,8 @@ pub enum Attack {
     Duplicate,
     /// A tool `env` that returns the server's environment.
     DumpEnv,
+    /// Instructions in the keys of a tool's input schema, none in its description.
+    PoisonedKeys,
 }
 
 /// Runs the command; `Ok(false)` when `pin --diff` found changes, `Err` is the message to
@@ -116,6 +118,7 @@ pub fn run(command: McpCommand) -> Result<bool, String> {
                             Attack::Underscore => Misbehaviour::Underscore,
                             Attack::Duplicate => Misbehaviour::Duplicate,
                             Attack::DumpEnv => Misbehaviour::DumpEnv,
+                            Attack::PoisonedKeys => Misbehaviour::PoisonedKeys,
                         };
                         rmcp::ServiceExt::serve(
                             tooltrust_mcp::demo::MisbehavingServer(misbehaviour),
