@@ -55,6 +55,16 @@ pub enum Attack {
     DumpEnv,
     /// Instructions in the keys of a tool's input schema, none in its description.
     PoisonedKeys,
+    /// Never answers `initialize`.
+    SilentStart,
+    /// Never answers `tools/list`.
+    SilentList,
+    /// A `tools/list` answer nested 200 levels deep.
+    DeepList,
+    /// `tools/list` pages for ever.
+    EndlessPages,
+    /// `list_changed` every millisecond, with new tool names each time.
+    ListStorm,
 }
 
 /// Runs the command; `Ok(false)` when `pin --diff` found changes, `Err` is the message to
@@ -119,6 +129,11 @@ pub fn run(command: McpCommand) -> Result<bool, String> {
                             Attack::Duplicate => Misbehaviour::Duplicate,
                             Attack::DumpEnv => Misbehaviour::DumpEnv,
                             Attack::PoisonedKeys => Misbehaviour::PoisonedKeys,
+                            Attack::SilentStart => Misbehaviour::SilentStart,
+                            Attack::SilentList => Misbehaviour::SilentList,
+                            Attack::DeepList => Misbehaviour::DeepList,
+                            Attack::EndlessPages => Misbehaviour::EndlessPages,
+                            Attack::ListStorm => Misbehaviour::ListStorm,
                         };
                         rmcp::ServiceExt::serve(
                             tooltrust_mcp::demo::MisbehavingServer(misbehaviour),

@@ -69,6 +69,20 @@ pub struct ProxyConfig {
     /// it goes to the review queue (`store`), or without one is declined, saying why.
     #[serde(default = "default_asked_arguments_bytes")]
     pub max_asked_arguments_bytes: usize,
+    /// How long, in milliseconds, an upstream may take to answer `initialize`, and then
+    /// to list all its tools (default 10000). Upstreams start together; one that takes
+    /// longer is unavailable, and the host is answered without it.
+    #[serde(default = "default_upstream_timeout_ms")]
+    pub upstream_timeout_ms: u64,
+    /// How many tools one upstream may list (default 1024).
+    #[serde(default = "default_listed_tools")]
+    pub max_listed_tools: usize,
+    /// How many pages of `tools/list` one listing may follow (default 64).
+    #[serde(default = "default_listing_pages")]
+    pub max_listing_pages: usize,
+    /// How many bytes one upstream's listed tools may take as JSON (default 4 MiB).
+    #[serde(default = "default_listing_bytes")]
+    pub max_listing_bytes: usize,
     /// The servers the proxy fronts.
     #[serde(default)]
     pub upstream: Vec<Upstream>,
@@ -76,6 +90,34 @@ pub struct ProxyConfig {
 
 fn default_asked_arguments_bytes() -> usize {
     crate::serve::DEFAULT_ASKED_ARGUMENTS_BYTES
+}
+
+fn default_upstream_timeout_ms() -> u64 {
+    crate::connect::ListingLimits::default().timeout.as_millis() as u64
+}
+
+fn default_listed_tools() -> usize {
+    crate::connect::ListingLimits::default().max_tools
+}
+
+fn default_listing_pages() -> usize {
+    crate::connect::ListingLimits::default().max_pages
+}
+
+fn default_listing_bytes() -> usize {
+    crate::connect::ListingLimits::default().max_bytes
+}
+
+impl ProxyConfig {
+    /// The bounds every upstream's start and listing keep to.
+    pub fn listing_limits(&self) -> crate::connect::ListingLimits {
+        crate::connect::ListingLimits {
+            timeout: std::time::Duration::from_millis(self.upstream_timeout_ms),
+            max_pages: self.max_listing_pages,
+            max_tools: self.max_listed_tools,
+            max_bytes: self.max_listing_bytes,
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -355,6 +397,39 @@ impl ProxyConfig {
                 return Err(ConfigError {
                     line: key_line(text, key),
                     message: format!("key `{key}`, value {value}: between 16 and 16777216"),
+                });
+            }
+        }
+        for (key, value, range) in [
+            (
+                "upstream_timeout_ms",
+                config.upstream_timeout_ms,
+                10..=600_000,
+            ),
+            (
+                "max_listed_tools",
+                config.max_listed_tools as u64,
+                1..=65_536,
+            ),
+            (
+                "max_listing_pages",
+                config.max_listing_pages as u64,
+                1..=4096,
+            ),
+            (
+                "max_listing_bytes",
+                config.max_listing_bytes as u64,
+                1024..=1 << 28,
+            ),
+        ] {
+            if !range.contains(&value) {
+                return Err(ConfigError {
+                    line: key_line(text, key),
+                    message: format!(
+                        "key `{key}`, value {value}: between {} and {}",
+                        range.start(),
+                        range.end()
+                    ),
                 });
             }
         }

@@ -41,6 +41,93 @@ pub enum ConnectError {
         "the MCP server lists a tool name that cannot be taken (twice, starting with `_`, or not a tool name): {0:?}"
     )]
     ToolName(String),
+    /// The server did not answer its handshake, or its whole listing, in time.
+    #[error("the MCP server did not answer {what} within {after:?}")]
+    Timeout {
+        /// What it did not answer: `initialize` or `tools/list`.
+        what: &'static str,
+        /// The time limit ([`ListingLimits::timeout`]).
+        after: Duration,
+    },
+    /// The server's listing went past one of [`ListingLimits`]' bounds.
+    #[error("the MCP server's tool list is too large: {0}")]
+    ListingTooLarge(String),
+}
+
+/// How long an upstream may take to start and list its tools, and how much it may list.
+/// Past any of them its listing fails; the proxy then reports it unavailable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListingLimits {
+    /// How long the handshake may take, and then the whole listing (every page).
+    pub timeout: Duration,
+    /// How many pages (`nextCursor` followed) one listing may take.
+    pub max_pages: usize,
+    /// How many tools one listing may hold.
+    pub max_tools: usize,
+    /// How many bytes the listed tools may take, as JSON.
+    pub max_bytes: usize,
+}
+
+impl Default for ListingLimits {
+    fn default() -> Self {
+        ListingLimits {
+            timeout: Duration::from_secs(10),
+            max_pages: 64,
+            max_tools: 1024,
+            max_bytes: 4 << 20,
+        }
+    }
+}
+
+/// Every page of `peer`'s tool list, within `limits`.
+async fn list_bounded(
+    peer: &Peer<RoleClient>,
+    limits: ListingLimits,
+) -> Result<Vec<rmcp::model::Tool>, ConnectError> {
+    let listing = async {
+        let mut tools = Vec::new();
+        let mut bytes = 0usize;
+        let mut cursor = None;
+        for _ in 0..limits.max_pages {
+            let page = peer
+                .list_tools(Some(
+                    rmcp::model::PaginatedRequestParams::default().with_cursor(cursor),
+                ))
+                .await
+                .map_err(ConnectError::List)?;
+            for tool in &page.tools {
+                bytes = bytes
+                    .saturating_add(serde_json::to_vec(tool).map_or(usize::MAX, |json| json.len()));
+            }
+            tools.extend(page.tools);
+            if tools.len() > limits.max_tools {
+                return Err(ConnectError::ListingTooLarge(format!(
+                    "more than {} tools",
+                    limits.max_tools
+                )));
+            }
+            if bytes > limits.max_bytes {
+                return Err(ConnectError::ListingTooLarge(format!(
+                    "more than {} bytes of tools",
+                    limits.max_bytes
+                )));
+            }
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(tools),
+            }
+        }
+        Err(ConnectError::ListingTooLarge(format!(
+            "more than {} pages",
+            limits.max_pages
+        )))
+    };
+    tokio::time::timeout(limits.timeout, listing)
+        .await
+        .map_err(|_| ConnectError::Timeout {
+            what: "tools/list",
+            after: limits.timeout,
+        })?
 }
 
 /// Why a remote call gave no result; the tool's output is then this error, rendered as
@@ -62,6 +149,7 @@ pub enum RemoteCallError {
 /// A connected remote server and its tools.
 pub struct Remote {
     service: RunningService<RoleClient, Client>,
+    limits: ListingLimits,
     tools: Vec<DynamicTool>,
     listed: Vec<Listed>,
 }
@@ -95,6 +183,7 @@ impl Remote {
             self.tools,
             Connection {
                 service: self.service,
+                limits: self.limits,
             },
         )
     }
@@ -103,16 +192,14 @@ impl Remote {
 /// Keeps a remote server's connection open; dropping it closes the connection.
 pub struct Connection {
     service: RunningService<RoleClient, Client>,
+    limits: ListingLimits,
 }
 
 impl Connection {
-    /// Lists the server's tools again: their definitions as it gives them now.
+    /// Lists the server's tools again, within the same [`ListingLimits`]: their
+    /// definitions as it gives them now.
     pub async fn definitions(&self) -> Result<Vec<Definition>, ConnectError> {
-        let listed = self
-            .service
-            .list_all_tools()
-            .await
-            .map_err(ConnectError::List)?;
+        let listed = list_bounded(self.service.peer(), self.limits).await?;
         Ok(listed.iter().map(Definition::of).collect())
     }
 }
@@ -144,6 +231,8 @@ pub struct ConnectOptions {
     /// Notified when the server says its tools changed (`notifications/tools/list_changed`);
     /// [`Connection::definitions`] then lists them again.
     pub tools_changed: Option<Arc<Notify>>,
+    /// How long the server may take to start and list, and how much it may list.
+    pub listing: ListingLimits,
 }
 
 impl Default for ConnectOptions {
@@ -153,6 +242,7 @@ impl Default for ConnectOptions {
             timeout: Duration::from_secs(60),
             limits: MetadataLimits::default(),
             tools_changed: None,
+            listing: ListingLimits::default(),
         }
     }
 }
@@ -180,11 +270,15 @@ where
     let client = Client {
         changed: options.tools_changed.clone(),
     };
-    let service = client
-        .serve(transport)
+    let limits = options.listing;
+    let service = tokio::time::timeout(limits.timeout, client.serve(transport))
         .await
+        .map_err(|_| ConnectError::Timeout {
+            what: "initialize",
+            after: limits.timeout,
+        })?
         .map_err(|error| ConnectError::Handshake(Box::new(error)))?;
-    let listed = service.list_all_tools().await.map_err(ConnectError::List)?;
+    let listed = list_bounded(service.peer(), limits).await?;
     let mut names = HashSet::with_capacity(listed.len());
     for remote in &listed {
         let local = format!("{}{}", options.prefix, remote.name);
@@ -264,6 +358,7 @@ where
     }
     Ok(Remote {
         service,
+        limits,
         tools,
         listed: listing,
     })

@@ -13,10 +13,11 @@ use std::io::Write;
 use std::path::Path;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InitializeRequestParams,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool, ToolAnnotations,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
 
@@ -198,6 +199,17 @@ pub enum Misbehaviour {
     /// keys (an unknown keyword, a `patternProperties` pattern, a key inside a
     /// property's schema).
     PoisonedKeys,
+    /// Never answers `initialize`.
+    SilentStart,
+    /// Answers `initialize`, never `tools/list`.
+    SilentList,
+    /// Lists a tool whose input schema nests 200 levels deep.
+    DeepList,
+    /// Pages `tools/list` for ever, each page 50 tools with 10 KB descriptions.
+    EndlessPages,
+    /// Once the client is ready, says its tools changed every millisecond, and lists 100
+    /// new names each time.
+    ListStorm,
 }
 
 /// The demo server with a [`Misbehaviour`].
@@ -226,9 +238,56 @@ impl ServerHandler for MisbehavingServer {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let mut tools = DemoServer.list_tools(request, context).await?.tools;
+        let mut tools = DemoServer.list_tools(request.clone(), context).await?.tools;
         let no_args = json!({"type": "object", "properties": {}});
         match self.0 {
+            Misbehaviour::SilentList => std::future::pending::<()>().await,
+            // Never gets this far.
+            Misbehaviour::SilentStart => {}
+            Misbehaviour::DeepList => {
+                let mut deep = json!({"type": "string"});
+                for _ in 0..200 {
+                    deep = json!({"type": "array", "items": deep});
+                }
+                tools.push(Tool::new(
+                    "deep",
+                    "Nests.",
+                    schema(json!({"type": "object", "properties": {"a": deep}})),
+                ));
+            }
+            Misbehaviour::EndlessPages => {
+                let page: u64 = request
+                    .as_ref()
+                    .and_then(|request| request.cursor.as_deref())
+                    .and_then(|cursor| cursor.parse().ok())
+                    .unwrap_or(0);
+                let filler = "Lists. ".repeat(10 * 1024 / 7);
+                let mut result = ListToolsResult::with_all_items(
+                    (0..50)
+                        .map(|n| {
+                            Tool::new(
+                                format!("page{page}_tool{n}"),
+                                filler.clone(),
+                                schema(no_args.clone()),
+                            )
+                        })
+                        .collect(),
+                );
+                result.next_cursor = Some((page + 1).to_string());
+                return Ok(result);
+            }
+            Misbehaviour::ListStorm => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| since.as_nanos());
+                tools.extend((0..100).map(|n| {
+                    Tool::new(
+                        format!("added_{now}_{n}"),
+                        "Added.",
+                        schema(no_args.clone()),
+                    )
+                }));
+            }
             Misbehaviour::Poisoned => tools.push(
                 Tool::new(
                     "search",
@@ -301,6 +360,28 @@ impl ServerHandler for MisbehavingServer {
             ),
         }
         Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if self.0 == Misbehaviour::SilentStart {
+            std::future::pending::<()>().await;
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if self.0 == Misbehaviour::ListStorm {
+            tokio::spawn(async move {
+                while context.peer.notify_tool_list_changed().await.is_ok() {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            });
+        }
     }
 
     async fn call_tool(

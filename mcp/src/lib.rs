@@ -28,7 +28,8 @@ mod serve;
 pub mod stdio;
 
 pub use connect::{
-    ConnectError, ConnectOptions, Connection, Listed, Remote, RemoteCallError, connect,
+    ConnectError, ConnectOptions, Connection, Listed, ListingLimits, Remote, RemoteCallError,
+    connect,
 };
 pub use declaration::{Declarations, Declared};
 pub use metadata::MetadataLimits;

@@ -21,7 +21,12 @@
 //! - **One upstream cannot take the proxy down.** An upstream that cannot be reached, or
 //!   whose tool names collide (`mail` + `_send_email` against `mail_` + `send_email`), is
 //!   unavailable — recorded, reported on standard error and in `tools/list`'s `_meta` —
-//!   and the others serve.
+//!   and the others serve. Upstreams start together, each within a time limit on
+//!   `initialize` and on its whole listing (`upstream_timeout_ms`), and a listing is
+//!   bounded in pages, tools and bytes (`max_listing_pages`, `max_listed_tools`,
+//!   `max_listing_bytes`): one that stalls or floods is unavailable, and the host is
+//!   answered without it. After `list_changed`, an upstream is listed again at most once a
+//!   second, and the tools it adds are recorded one by one only up to a bound.
 //! - **Nor read its secrets.** An upstream process starts with a cleared environment and
 //!   only [`INHERITED_ENV`] and its configured `env`.
 
@@ -215,9 +220,21 @@ struct Watched {
     changed: Arc<Notify>,
     /// The upstream's name of each tool served → its name here and the hash accepted.
     accepted: HashMap<String, (String, Checksum)>,
-    /// The upstream's names of tools withheld already (at start, or added since).
+    /// The upstream's names of tools withheld already (at start, or added since: at most
+    /// [`MAX_REPORTED_ADDITIONS`] of those).
     reported: HashSet<String>,
+    /// How many tools were added since the session started and recorded.
+    added: usize,
+    /// Whether more tools were added than are recorded one by one.
+    overflowed: bool,
 }
+
+/// The shortest time between two listings of one upstream after it says its tools
+/// changed.
+const RELIST_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// How many tools an upstream may add after the session started that are each recorded
+/// in the audit log; past them, one entry says so.
+const MAX_REPORTED_ADDITIONS: usize = 64;
 
 /// An error and its causes, on one line.
 fn describe(error: &(dyn std::error::Error + 'static)) -> String {
@@ -372,16 +389,29 @@ impl Proxy {
         let mut withheld = Vec::new();
         let mut events = Vec::new();
         let mut outsiders_text = Vec::new();
-        for upstream in &config.upstream {
+        // Every upstream starts at once, each within the listing's time limit: the host
+        // waits for the slowest one at most that long.
+        let changed: Vec<Arc<Notify>> = config
+            .upstream
+            .iter()
+            .map(|_| Arc::new(Notify::new()))
+            .collect();
+        let reached = futures_util::future::join_all(config.upstream.iter().zip(&changed).map(
+            |(upstream, changed)| {
+                let options = ConnectOptions {
+                    prefix: format!("{}__", upstream.name.get_ref()),
+                    limits,
+                    tools_changed: Some(Arc::clone(changed)),
+                    listing: config.listing_limits(),
+                    ..ConnectOptions::default()
+                };
+                reach(upstream, options)
+            },
+        ))
+        .await;
+        for ((upstream, changed), reached) in config.upstream.iter().zip(changed).zip(reached) {
             let name = upstream.name.get_ref().clone();
-            let changed = Arc::new(Notify::new());
-            let options = ConnectOptions {
-                prefix: format!("{name}__"),
-                limits,
-                tools_changed: Some(Arc::clone(&changed)),
-                ..ConnectOptions::default()
-            };
-            let remote = match reach(upstream, options).await {
+            let remote = match reached {
                 Ok(remote) => remote,
                 Err(error) => {
                     unavailable.push((name, error));
@@ -457,6 +487,8 @@ impl Proxy {
                 changed,
                 accepted,
                 reported,
+                added: 0,
+                overflowed: false,
             });
             connections.push(connection);
         }
@@ -611,7 +643,14 @@ impl Proxy {
 /// accepted at start (its pin, when pins are checked). A list that cannot be read
 /// withholds them all. Ends when the connection is gone.
 async fn watch(mut watched: Watched, guard: Arc<Guard>, log: Arc<AuditLog>) {
+    let mut first = true;
     loop {
+        if !first {
+            // Notifications meanwhile leave one permit: a storm is one re-listing per
+            // interval, however fast it blows.
+            tokio::time::sleep(RELIST_INTERVAL).await;
+        }
+        first = false;
         watched.changed.notified().await;
         let Some(connection) = watched.connection.upgrade() else {
             return;
@@ -644,22 +683,41 @@ async fn watch(mut watched: Watched, guard: Arc<Guard>, log: Arc<AuditLog>) {
                     }
                 }
                 for definition in &definitions {
-                    if !watched.accepted.contains_key(&definition.name)
-                        && watched.reported.insert(definition.name.clone())
+                    if watched.accepted.contains_key(&definition.name)
+                        || watched.reported.contains(&definition.name)
                     {
-                        let why = "a tool added after the session started is unknown until the proxy starts again";
-                        found.push((
-                            None,
-                            withheld_event(
-                                &watched.upstream,
-                                &definition.name,
-                                None,
-                                definition.sha256,
-                                why,
-                            ),
-                            why.to_owned(),
-                        ));
+                        continue;
                     }
+                    if watched.added >= MAX_REPORTED_ADDITIONS {
+                        // Bounded: one entry says the rest go unrecorded (and unserved).
+                        if !watched.overflowed {
+                            watched.overflowed = true;
+                            found.push((
+                                None,
+                                json!({
+                                    "event": "mcp_tools_added_unrecorded",
+                                    "upstream": watched.upstream,
+                                    "reason": format!("more than {MAX_REPORTED_ADDITIONS} tools were added after the session started; the rest are unknown and not recorded one by one"),
+                                }),
+                                String::new(),
+                            ));
+                        }
+                        break;
+                    }
+                    watched.reported.insert(definition.name.clone());
+                    watched.added += 1;
+                    let why = "a tool added after the session started is unknown until the proxy starts again";
+                    found.push((
+                        None,
+                        withheld_event(
+                            &watched.upstream,
+                            &definition.name,
+                            None,
+                            definition.sha256,
+                            why,
+                        ),
+                        why.to_owned(),
+                    ));
                 }
             }
             Err(error) => {
@@ -731,6 +789,7 @@ async fn definitions(path: &Path) -> Result<Vec<(String, Vec<Definition>)>, Prox
         let name = upstream.name.get_ref().clone();
         let options = ConnectOptions {
             prefix: format!("{name}__"),
+            listing: config.listing_limits(),
             ..ConnectOptions::default()
         };
         match reach(upstream, options).await {

@@ -1262,6 +1262,122 @@ async fn a_rug_pull_is_withheld_recorded_and_diffed() {
     next.cancel().await.expect("the client stops");
 }
 
+/// Upstreams that never answer `initialize` or `tools/list`, answer it nested too deep
+/// to read, or page it for ever: the proxy starts them together, answers the host within
+/// its time limit, reports each unavailable (in `_meta` and the audit log) and the good
+/// upstream beside them serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalling_upstreams_leave_the_proxy_serving() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let outbox = dir.path().join("outbox.txt");
+    let attacks = ["silent-start", "silent-list", "deep-list", "endless-pages"];
+    let upstreams: String = attacks
+        .iter()
+        .map(|attack| {
+            attacker(
+                attack,
+                attack,
+                "",
+                "\"*\" = { trust = \"untrusted\", read_only = true }",
+            )
+        })
+        .collect();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "upstream_timeout_ms = 3000\nmetadata_taints = false\n{upstreams}{}",
+            mail(&outbox)
+        ),
+    );
+    // Without the limits the host waits for ever; this bound only ends a failing run.
+    let (client, listed) = tokio::time::timeout(Duration::from_secs(60), async {
+        let client = proxy(&config, person(None)).await;
+        let listed = client.list_tools(None).await.expect("tools/list");
+        (client, listed)
+    })
+    .await
+    .expect("the host is answered");
+    let names: Vec<&str> = listed.tools.iter().map(|tool| &*tool.name).collect();
+    assert!(names.contains(&"mail__send_email"), "{names:?}");
+    assert!(
+        names.iter().all(|name| name.starts_with("mail__")),
+        "{names:?}"
+    );
+    let meta = serde_json::to_value(&listed.meta).expect("json");
+    let mut unavailable: Vec<(String, String)> = meta["tooltrust"]["unavailable"]
+        .as_array()
+        .expect("unavailable upstreams")
+        .iter()
+        .map(|entry| {
+            (
+                entry["upstream"].as_str().unwrap_or_default().to_owned(),
+                entry["reason"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    unavailable.sort();
+    let upstreams: Vec<&str> = unavailable.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        upstreams,
+        ["deep-list", "endless-pages", "silent-list", "silent-start"]
+    );
+    for (upstream, reason) in &unavailable {
+        let expected = match upstream.as_str() {
+            "silent-start" => "did not answer initialize within",
+            "endless-pages" => "tool list is too large",
+            _ => "did not answer tools/list within",
+        };
+        assert!(reason.contains(expected), "{upstream}: {reason}");
+    }
+    let send = call(
+        &client,
+        "mail__send_email",
+        json!({"to": "ann@example.com", "body": "hi"}),
+    )
+    .await;
+    assert_ne!(send.is_error, Some(true), "{}", text(&send));
+    assert_eq!(sent(&outbox), 1);
+    client.cancel().await.expect("the client stops");
+    let recorded = audit_entries(dir.path())
+        .into_iter()
+        .filter(|entry| entry["event"] == "mcp_upstream_unavailable")
+        .count();
+    assert_eq!(recorded, attacks.len());
+}
+
+/// An upstream that says its tools changed every millisecond, with new names each time:
+/// re-listed at most once a second, its additions recorded up to a bound and then once
+/// in all, and the proxy keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_changed_storm_is_bounded() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let outbox = dir.path().join("outbox.txt");
+    let storm = attacker(
+        "storm",
+        "list-storm",
+        "",
+        "\"*\" = { trust = \"untrusted\", read_only = true }",
+    );
+    let config = write_config(dir.path(), &format!("{storm}{}", mail(&outbox)));
+    let client = proxy(&config, person(None)).await;
+    client.list_all_tools().await.expect("tools/list");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let policy = call(&client, "mail__lookup_policy", json!({})).await;
+    assert_ne!(policy.is_error, Some(true), "{}", text(&policy));
+    client.cancel().await.expect("the client stops");
+    let entries = audit_entries(dir.path());
+    let about_storm = |event: &str| {
+        entries
+            .iter()
+            .filter(|entry| entry["event"] == event && entry["upstream"] == "storm")
+            .count()
+    };
+    // No pins: only tools added since the start are recorded, 64 at most, then once.
+    let added = about_storm("mcp_tool_withheld");
+    assert!(added > 0 && added <= 64, "{added} additions recorded");
+    assert_eq!(about_storm("mcp_tools_added_unrecorded"), 1);
+}
+
 /// An upstream whose tool names cannot be told apart (a name listed twice, a name
 /// starting with `_`) is unavailable — on standard error, in `tools/list`'s `_meta` and
 /// in the audit log — and the good one beside it serves.
