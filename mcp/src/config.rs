@@ -83,6 +83,12 @@ pub struct ProxyConfig {
     /// How many bytes one upstream's listed tools may take as JSON (default 4 MiB).
     #[serde(default = "default_listing_bytes")]
     pub max_listing_bytes: usize,
+    /// How many bytes of results (their text and envelopes) the session keeps in memory
+    /// (default 64 MiB). Past it the oldest are let go of: each keeps its checksum, the
+    /// session its taint, and the text goes to an encrypted quarantine beside the audit
+    /// log (`<audit_log>-quarantine`, under a key that lives and dies with the process).
+    #[serde(default = "default_kept_result_bytes")]
+    pub max_kept_result_bytes: usize,
     /// The servers the proxy fronts.
     #[serde(default)]
     pub upstream: Vec<Upstream>,
@@ -90,6 +96,13 @@ pub struct ProxyConfig {
 
 fn default_asked_arguments_bytes() -> usize {
     crate::serve::DEFAULT_ASKED_ARGUMENTS_BYTES
+}
+
+/// The default of [`ProxyConfig::max_kept_result_bytes`].
+pub const DEFAULT_KEPT_RESULT_BYTES: usize = 64 << 20;
+
+fn default_kept_result_bytes() -> usize {
+    DEFAULT_KEPT_RESULT_BYTES
 }
 
 fn default_upstream_timeout_ms() -> u64 {
@@ -420,6 +433,11 @@ impl ProxyConfig {
                 "max_listing_bytes",
                 config.max_listing_bytes as u64,
                 1024..=1 << 28,
+            ),
+            (
+                "max_kept_result_bytes",
+                config.max_kept_result_bytes as u64,
+                1024..=1 << 40,
             ),
         ] {
             if !range.contains(&value) {

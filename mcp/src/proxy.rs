@@ -106,6 +106,15 @@ pub enum ProxyError {
     /// The upstreams' tools could not form one registry (two with one name, say).
     #[error("the upstreams' tools do not form one registry")]
     Registry(#[source] tooltrust::registry::RegistryError),
+    /// The quarantine for results past the memory budget could not be opened.
+    #[error("cannot open the quarantine in {dir}")]
+    Quarantine {
+        /// Its directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: tooltrust::quarantine::QuarantineError,
+    },
     /// The session's key could not be drawn.
     #[error("cannot start the session")]
     Key(#[source] tooltrust::envelope::KeyError),
@@ -537,9 +546,21 @@ impl Proxy {
             }
         }
         let recorder: Arc<AuditLog> = Arc::clone(&log);
+        // Results past the memory budget go to disk, encrypted under a key only this
+        // process holds.
+        let mut quarantine_dir = dir.clone().into_os_string();
+        quarantine_dir.push("-quarantine");
+        let quarantine = tooltrust::quarantine::Kek::generate()
+            .and_then(|kek| tooltrust::quarantine::EncryptedStore::new(&quarantine_dir, kek))
+            .map_err(|source| ProxyError::Quarantine {
+                dir: quarantine_dir.into(),
+                source,
+            })?;
         let session = Session::builder(registry)
             .policy(policy)
             .recorder(recorder)
+            .quarantine_store(Arc::new(quarantine))
+            .max_kept_bytes(config.max_kept_result_bytes)
             .build()
             .map_err(ProxyError::Key)?;
         let (host, person) = (Id::new("mcp-host"), Id::new("mcp-person"));

@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 
+use crate::call::Checksum;
 use crate::id::Id;
 use crate::record::Sender;
 use crate::shared_text::SharedText;
@@ -58,10 +59,22 @@ enum Body {
     Data {
         trust: Trust,
         /// Shared: a tool output's text may be the body of its envelope, which the scope
-        /// keeps too.
+        /// keeps too. Empty once forgotten.
         text: SharedText,
         origin: Origin,
+        forgotten: Option<Forgotten>,
     },
+}
+
+/// What a block whose text the session let go of (past its memory budget) still says of
+/// it: a forgotten block keeps its id, trust and origin, and vouches for no value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Forgotten {
+    /// How many bytes its text held.
+    pub bytes: usize,
+    /// The SHA-256 of its text.
+    pub sha256: Checksum,
 }
 
 /// Where a data block came from, for rules that ask whether a value in a call was
@@ -115,6 +128,7 @@ impl Block {
                 trust,
                 text,
                 origin,
+                forgotten: None,
             },
         }
     }
@@ -148,7 +162,35 @@ impl Block {
         }
     }
 
-    /// The block's text (before rendering).
+    /// What the block still says of its text once the session let go of it; `None`
+    /// while it keeps the text.
+    pub fn forgotten(&self) -> Option<&Forgotten> {
+        match &self.body {
+            Body::Data { forgotten, .. } => forgotten.as_ref(),
+            Body::Instruction(_) => None,
+        }
+    }
+
+    /// Lets go of a data block's text, keeping its length and checksum; returns the
+    /// text. An instruction, or a block already forgotten, is kept as it is.
+    pub(crate) fn forget(&mut self) -> Option<SharedText> {
+        match &mut self.body {
+            Body::Data {
+                text,
+                forgotten: forgotten @ None,
+                ..
+            } => {
+                *forgotten = Some(Forgotten {
+                    bytes: text.as_str().len(),
+                    sha256: Checksum::of(text.as_str().as_bytes()),
+                });
+                Some(std::mem::replace(text, SharedText::from(String::new())))
+            }
+            _ => None,
+        }
+    }
+
+    /// The block's text (before rendering); empty once forgotten.
     pub fn text(&self) -> &str {
         match &self.body {
             Body::Instruction(instruction) => instruction.as_str(),

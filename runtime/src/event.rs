@@ -84,6 +84,20 @@ pub enum Event {
         /// The budget, in bytes of message text.
         budget: usize,
     },
+    /// The session let go of a block's text past its memory budget
+    /// ([`SessionBuilder::max_kept_bytes`](crate::session::SessionBuilder::max_kept_bytes)):
+    /// the block keeps its id, trust and origin, vouches for no value from now on, and
+    /// its text is in the quarantine store.
+    BlockForgotten {
+        /// The scope.
+        scope: Id,
+        /// The block.
+        block: Id,
+        /// How many bytes its text held.
+        bytes: usize,
+        /// The SHA-256 of its text.
+        sha256: Checksum,
+    },
     /// A `trusted, instruction` tool's output was rendered as trusted data, not as an
     /// instruction: the scope was tainted and an argument of the tool is free text, so
     /// attacker text could have reached its output.

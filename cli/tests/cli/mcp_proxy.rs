@@ -1378,6 +1378,57 @@ async fn a_list_changed_storm_is_bounded() {
     assert_eq!(about_storm("mcp_tools_added_unrecorded"), 1);
 }
 
+/// The proxy's peak resident memory, in bytes (Linux's `VmHWM`).
+fn peak_memory(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    kb * 1024
+}
+
+/// A stream of 15 MB results: past `max_kept_result_bytes` the proxy lets the oldest go,
+/// each recorded with its checksum, where it kept every one before. (The peak memory it
+/// prints is a figure for the notes, not a test: it depends on the allocator.)
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_past_the_memory_budget_are_let_go_of() {
+    const RESULT: u64 = 15_000_000;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "max_kept_result_bytes = 16777216\n\n[[upstream]]\nname = \"demo\"\ncommand = [{TOOLTRUST:?}, \"mcp\", \"demo-server\"]\n\n[upstream.tools]\n\"lorem\" = {{ trust = \"untrusted\", read_only = true }}\n"
+        ),
+    );
+    let mut command = Command::new(TOOLTRUST);
+    command.args(["mcp", "proxy", "--config"]).arg(&config);
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the proxy starts");
+    let pid = transport.id().expect("its pid");
+    let client = person(None).serve(transport).await.expect("the handshake");
+    let mut early = 0;
+    for n in 0..12 {
+        let result = call(&client, "demo__lorem", json!({"bytes": RESULT})).await;
+        assert_ne!(result.is_error, Some(true), "{}", text(&result));
+        if n == 3 {
+            early = peak_memory(pid);
+        }
+    }
+    let late = peak_memory(pid);
+    client.cancel().await.expect("the client stops");
+    eprintln!("proxy peak memory: {early} bytes after 4 results, {late} after 12");
+    let forgotten = audit_entries(dir.path())
+        .into_iter()
+        .filter(|entry| entry["event"] == "block_forgotten")
+        .count();
+    assert!(forgotten >= 10, "{forgotten} results let go of");
+}
+
 /// An upstream whose tool names cannot be told apart (a name listed twice, a name
 /// starting with `_`) is unavailable — on standard error, in `tools/list`'s `_meta` and
 /// in the audit log — and the good one beside it serves.

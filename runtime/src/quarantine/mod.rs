@@ -140,6 +140,11 @@ pub struct Grant {
 }
 
 impl Grant {
+    /// The custodian's grant to read back a block the session let go of.
+    pub(crate) fn forgotten(key: &Id) -> Self {
+        Grant::new(key, &custodian(), "forgotten block recalled")
+    }
+
     fn new(key: &Id, reader: &Id, reason: &'static str) -> Self {
         Grant {
             key: key.clone(),

@@ -74,6 +74,7 @@ pub struct SessionBuilder {
     tenant: Option<Id>,
     approval_ttl: Option<Duration>,
     approvals: Option<Arc<dyn Approvals>>,
+    max_kept_bytes: Option<usize>,
 }
 
 impl SessionBuilder {
@@ -131,6 +132,20 @@ impl SessionBuilder {
         self
     }
 
+    /// The bytes of block text and envelopes each scope keeps in memory (default: all).
+    /// Past it, the oldest data blocks' text is let go of, never the newest block's:
+    /// each keeps its id, trust, origin, length and SHA-256 (recorded as
+    /// [`Event::BlockForgotten`](crate::event::Event::BlockForgotten)), and its text goes
+    /// to the quarantine store, where [`Session::forgotten_text`] reads it back for a
+    /// reviewer. The scope's taint never changes, and a forgotten block vouches for no
+    /// value, so a decision can only become stricter. With the default
+    /// [`MemoryStore`] the text stays in memory: give a store on disk
+    /// ([`quarantine_store`](Self::quarantine_store)) to bound memory.
+    pub fn max_kept_bytes(mut self, bytes: usize) -> Self {
+        self.max_kept_bytes = Some(bytes);
+        self
+    }
+
     /// Builds the session; in sealed mode without a key, draws one from the OS CSPRNG.
     pub fn build(self) -> Result<Session, KeyError> {
         let renderer = match self.mode {
@@ -151,7 +166,7 @@ impl SessionBuilder {
                 quarantine: self
                     .quarantine
                     .unwrap_or_else(|| Arc::new(MemoryStore::new())),
-                state: Mutex::new(State::default()),
+                state: Mutex::new(State::with_budget(self.max_kept_bytes)),
                 journal: Journal::new(recorder),
                 holding: Holding {
                     tenant: self.tenant.unwrap_or_else(|| Id::from_static("default")),
@@ -190,6 +205,7 @@ impl Session {
             tenant: None,
             approval_ttl: Some(crate::held::DEFAULT_APPROVAL_TTL),
             approvals: None,
+            max_kept_bytes: None,
         }
     }
 
@@ -338,6 +354,20 @@ impl Session {
         Ok(self.inner.quarantine.open(key, &target, reader, &grant)?)
     }
 
+    /// The text of block `block` of scope `scope`, which the session let go of past its
+    /// memory budget ([`SessionBuilder::max_kept_bytes`]), read back from the quarantine
+    /// store for a reviewer (the decryption is recorded). Never give it to a model: it is
+    /// the block's raw text, outside its envelope. Fails for a block the session still
+    /// keeps, or whose copy could not be stored.
+    pub fn forgotten_text(&self, scope: &Id, block: &Id) -> Result<String, SessionError> {
+        let grant = self.act(|state, events| state.recall(events, scope, block))?;
+        let bytes = self
+            .inner
+            .quarantine
+            .open(block, scope, &custodian(), &grant)?;
+        String::from_utf8(bytes).map_err(|_| SessionError::UnknownOutput(block.clone()))
+    }
+
     /// Stores a copy of output `key` of scope `target` for `reader`.
     pub(crate) fn store_copy(
         &self,
@@ -376,7 +406,19 @@ impl Session {
         let result = f(&mut state, &mut events);
         // Queued while the lock is held, so the queue's order is the transitions'.
         let ticket = queue(&self.inner.journal, events);
+        let let_go = state.take_let_go();
         drop(state);
+        for (scope, block, text) in let_go {
+            // The text's checksum is recorded; a copy that cannot be stored is only lost
+            // to reviewers, never to a decision.
+            if let Err(error) =
+                self.inner
+                    .quarantine
+                    .put(&block, &scope, &custodian(), text.as_str().as_bytes())
+            {
+                tracing::warn!(%block, %error, "a forgotten block's text could not be quarantined");
+            }
+        }
         result.map(|value| (value, ticket))
     }
 

@@ -30,6 +30,11 @@ pub(crate) struct State {
     pending: HashMap<Id, HeldState>,
     outputs: HashMap<Id, Output>,
     reviews: HashMap<Id, ReviewState>,
+    /// The bytes of block text and envelopes one scope keeps; `None`: all of them.
+    max_kept_bytes: Option<usize>,
+    /// Texts let go of since the session last took them: (scope, block, text), for the
+    /// quarantine.
+    let_go: Vec<(Id, Id, SharedText)>,
 }
 
 pub(crate) struct ScopeState {
@@ -40,6 +45,10 @@ pub(crate) struct ScopeState {
     /// Set by `finish`: nothing more enters the scope or runs in it.
     finished: bool,
     blocks: Vec<Block>,
+    /// The bytes of text and envelopes its blocks hold now.
+    kept: usize,
+    /// Blocks before this one are forgotten already, or instructions.
+    forget_from: usize,
     /// The ids of `blocks`, to tell at once whether one is taken.
     block_ids: HashSet<Id>,
     /// The same, in order, for the lineages of calls.
@@ -250,6 +259,8 @@ impl State {
                 taint: Taint::Clean,
                 finished: false,
                 blocks: Vec::new(),
+                kept: 0,
+                forget_from: 0,
                 block_ids: HashSet::new(),
                 lineage_ids: Ids::default(),
                 rendered: Vec::new(),
@@ -281,9 +292,67 @@ impl State {
             return Err(SessionError::DuplicateBlock(block.id().clone()));
         }
         let envelope = SharedText::from(std::mem::take(&mut rendered.text));
-        push_block(
+        let id = push_block(
             events, mode, scope_id, scope, block, envelope, &rendered, source,
-        )
+        )?;
+        self.forget_past_budget(events, scope_id);
+        Ok(id)
+    }
+
+    /// A new state whose scopes each keep at most `max_kept_bytes` of block text and
+    /// envelopes (`None`: all).
+    pub(crate) fn with_budget(max_kept_bytes: Option<usize>) -> State {
+        State {
+            max_kept_bytes,
+            ..State::default()
+        }
+    }
+
+    /// The texts let go of since the last call, with their scope and block.
+    pub(crate) fn take_let_go(&mut self) -> Vec<(Id, Id, SharedText)> {
+        std::mem::take(&mut self.let_go)
+    }
+
+    /// Lets go of the text of scope `scope`'s oldest data blocks while it keeps more
+    /// than the budget, never its newest block: each keeps its id, trust, origin, length
+    /// and checksum (and vouches for nothing), its envelope becomes a note of that, and
+    /// its text goes to the quarantine. Taint never changes: it is the scope's.
+    fn forget_past_budget(&mut self, events: &mut Vec<Event>, scope_id: &Id) {
+        let (Some(budget), Some(scope)) = (self.max_kept_bytes, self.scopes.get_mut(scope_id))
+        else {
+            return;
+        };
+        let newest = scope.blocks.len().saturating_sub(1);
+        while scope.kept > budget && scope.forget_from < newest {
+            let at = scope.forget_from;
+            scope.forget_from += 1;
+            let block = &mut scope.blocks[at];
+            let Some(text) = block.forget() else {
+                continue;
+            };
+            let Some(forgotten) = block.forgotten().copied() else {
+                continue;
+            };
+            let note = SharedText::from(format!(
+                "[tooltrust: block {} ({} bytes, SHA-256 {}) was let go of past this session's memory budget]",
+                block.id(),
+                forgotten.bytes,
+                forgotten.sha256
+            ));
+            let envelope = std::mem::replace(&mut scope.rendered[at], note);
+            scope.kept = scope
+                .kept
+                .saturating_sub(text.as_str().len() + envelope.as_str().len())
+                + scope.rendered[at].as_str().len();
+            events.push(Event::BlockForgotten {
+                scope: scope_id.clone(),
+                block: block.id().clone(),
+                bytes: forgotten.bytes,
+                sha256: forgotten.sha256,
+            });
+            self.let_go
+                .push((scope_id.clone(), block.id().clone(), text));
+        }
     }
 
     /// Makes a note's nonces live in scope `scope` (a note is shown to the model but is
@@ -666,6 +735,7 @@ impl State {
         let id = push_block(
             events, mode, scope_id, scope, block, envelope, rendered, source,
         )?;
+        self.forget_past_budget(events, scope_id);
         if let Some(pending) = pending.and_then(|pending| self.pending.get_mut(pending)) {
             // Claimed when it started; `finish` refuses nothing else.
             let _ = pending.lifecycle.finish(true);
@@ -715,6 +785,32 @@ impl State {
             reason: reason.to_owned(),
         });
         Ok((grant, output.target.clone()))
+    }
+
+    /// The custodian's grant to read back block `block` of scope `scope`, which the
+    /// session let go of, recording the decryption.
+    pub(crate) fn recall(
+        &self,
+        events: &mut Vec<Event>,
+        scope_id: &Id,
+        block: &Id,
+    ) -> Result<Grant, SessionError> {
+        let forgotten = self
+            .scope(scope_id)?
+            .blocks
+            .iter()
+            .find(|candidate| candidate.id() == block)
+            .and_then(Block::forgotten)
+            .ok_or_else(|| SessionError::UnknownOutput(block.clone()))?;
+        let grant = Grant::forgotten(block);
+        events.push(Event::DecryptionGranted {
+            key: block.clone(),
+            target: scope_id.clone(),
+            reader: crate::quarantine::custodian(),
+            bytes: forgotten.bytes as u64,
+            reason: grant.reason().to_owned(),
+        });
+        Ok(grant)
     }
 
     /// The scope that produced output `key`, if the output is approved for release.
@@ -1066,6 +1162,7 @@ fn push_block(
         scope.taint = Taint::Tainted;
     }
     register_nonces(mode, scope, &rendered.nonces);
+    scope.kept += block.text().len() + envelope.as_str().len();
     scope.rendered.push(envelope);
     let id = block.id().clone();
     scope.block_ids.insert(id.clone());

@@ -3,6 +3,7 @@
 
 mod agent;
 mod arguments;
+mod budget;
 mod laundering;
 mod layer;
 mod memory;
