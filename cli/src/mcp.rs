@@ -57,6 +57,8 @@ pub enum Attack {
     PoisonedKeys,
     /// Never answers `initialize`.
     SilentStart,
+    /// Answers `initialize` after three seconds.
+    SlowStart,
     /// Never answers `tools/list`.
     SilentList,
     /// A `tools/list` answer nested 200 levels deep.
@@ -130,6 +132,7 @@ pub fn run(command: McpCommand) -> Result<bool, String> {
                             Attack::DumpEnv => Misbehaviour::DumpEnv,
                             Attack::PoisonedKeys => Misbehaviour::PoisonedKeys,
                             Attack::SilentStart => Misbehaviour::SilentStart,
+                            Attack::SlowStart => Misbehaviour::SlowStart,
                             Attack::SilentList => Misbehaviour::SilentList,
                             Attack::DeepList => Misbehaviour::DeepList,
                             Attack::EndlessPages => Misbehaviour::EndlessPages,

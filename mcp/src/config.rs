@@ -173,7 +173,7 @@ pub enum Mode {
 }
 
 /// One upstream MCP server.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Upstream {
     /// Its name; its tools appear as `<name>__<tool>`.

@@ -1,7 +1,7 @@
 //! A remote MCP server's tools as registry tools, with the trust the host declares.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, ContentBlock, ResourceContents};
@@ -144,6 +144,9 @@ pub enum RemoteCallError {
     /// The server answered with an error result.
     #[error("the remote tool failed: {0}")]
     Tool(String),
+    /// The tool's server has not answered since the proxy started.
+    #[error("the MCP server has not connected")]
+    NotConnected,
 }
 
 /// A connected remote server and its tools.
@@ -172,6 +175,11 @@ pub struct Listed {
 }
 
 impl Remote {
+    /// The server's peer, for tools bound to it before it answered.
+    pub(crate) fn peer(&self) -> Peer<RoleClient> {
+        self.service.peer().clone()
+    }
+
     /// Every tool the server listed, in its order, served or not.
     pub fn listed(&self) -> &[Listed] {
         &self.listed
@@ -292,69 +300,14 @@ where
             return Err(ConnectError::ToolName(remote.name.to_string()));
         }
     }
+    let peer = PeerSlot::default();
+    peer.connect(service.peer().clone());
     let mut tools = Vec::with_capacity(listed.len());
     let mut listing = Vec::with_capacity(listed.len());
-    for remote in listed {
-        let name = format!("{}{}", options.prefix, remote.name);
-        let declared = declarations.of(&remote.name);
-        let definition = Definition::of(&remote);
-        let shown = match shown(
-            &remote,
-            declared,
-            declarations.description_of(&remote.name),
-            options.limits,
-        ) {
-            Ok(shown) => shown,
-            Err(why) => {
-                listing.push(Listed {
-                    definition,
-                    local_name: name,
-                    description: String::new(),
-                    outsiders_text: false,
-                    refused: Some(why),
-                });
-                continue;
-            }
-        };
-        let mut description = shown.description;
-        // Shown, never believed; the host's own description is shown as written.
-        if declarations.description_of(&remote.name).is_none()
-            && let Some(annotations) = &remote.annotations
-        {
-            description.push_str(&format!(
-                " (the server claims: read-only {:?}, destructive {:?})",
-                annotations.read_only_hint, annotations.destructive_hint
-            ));
-        }
-        if description.trim().is_empty() {
-            description = format!("The remote tool `{}`.", remote.name);
-        }
-        let peer = service.peer().clone();
-        let remote_name = remote.name.to_string();
-        let timeout = options.timeout;
-        listing.push(Listed {
-            definition,
-            local_name: name.clone(),
-            description: description.clone(),
-            outsiders_text: shown.outsiders_text,
-            refused: None,
-        });
-        let mut builder = DynamicTool::builder(name.clone())
-            .description(description)
-            .schema(Value::Object(shown.schema))
-            .trust(declared.trust)
-            .handler(move |args, _contexts| {
-                let peer = peer.clone();
-                let remote_name = remote_name.clone();
-                async move { call_remote(&peer, remote_name, args, timeout).await }
-            });
-        if declared.effects == Effects::ReadOnly {
-            builder = builder.read_only();
-        }
-        let tool = builder
-            .build()
-            .map_err(|source| ConnectError::Tool { tool: name, source })?;
-        tools.push(tool);
+    for remote in &listed {
+        let (listed, tool) = remote_tool(remote, declarations, &options, &peer)?;
+        listing.push(listed);
+        tools.extend(tool);
     }
     Ok(Remote {
         service,
@@ -362,6 +315,93 @@ where
         tools,
         listed: listing,
     })
+}
+
+/// Where a remote tool's calls go: its server's peer, once connected. A tool the proxy
+/// registers from its pin before its upstream answered is bound to an empty slot.
+#[derive(Clone, Default)]
+pub(crate) struct PeerSlot(Arc<OnceLock<Peer<RoleClient>>>);
+
+impl PeerSlot {
+    /// Binds the slot to `peer`; a slot already bound keeps its peer.
+    pub(crate) fn connect(&self, peer: Peer<RoleClient>) {
+        let _ = self.0.set(peer);
+    }
+}
+
+/// `remote` as the host is shown it and, unless it is refused, as a registry tool whose
+/// calls go to `peer`.
+pub(crate) fn remote_tool(
+    remote: &rmcp::model::Tool,
+    declarations: &Declarations,
+    options: &ConnectOptions,
+    peer: &PeerSlot,
+) -> Result<(Listed, Option<DynamicTool>), ConnectError> {
+    let name = format!("{}{}", options.prefix, remote.name);
+    let declared = declarations.of(&remote.name);
+    let definition = Definition::of(remote);
+    let shown = match shown(
+        remote,
+        declared,
+        declarations.description_of(&remote.name),
+        options.limits,
+    ) {
+        Ok(shown) => shown,
+        Err(why) => {
+            let listed = Listed {
+                definition,
+                local_name: name,
+                description: String::new(),
+                outsiders_text: false,
+                refused: Some(why),
+            };
+            return Ok((listed, None));
+        }
+    };
+    let mut description = shown.description;
+    // Shown, never believed; the host's own description is shown as written.
+    if declarations.description_of(&remote.name).is_none()
+        && let Some(annotations) = &remote.annotations
+    {
+        description.push_str(&format!(
+            " (the server claims: read-only {:?}, destructive {:?})",
+            annotations.read_only_hint, annotations.destructive_hint
+        ));
+    }
+    if description.trim().is_empty() {
+        description = format!("The remote tool `{}`.", remote.name);
+    }
+    let peer = peer.clone();
+    let remote_name = remote.name.to_string();
+    let timeout = options.timeout;
+    let listed = Listed {
+        definition,
+        local_name: name.clone(),
+        description: description.clone(),
+        outsiders_text: shown.outsiders_text,
+        refused: None,
+    };
+    let mut builder = DynamicTool::builder(name.clone())
+        .description(description)
+        .schema(Value::Object(shown.schema))
+        .trust(declared.trust)
+        .handler(move |args, _contexts| {
+            let peer = peer.clone();
+            let remote_name = remote_name.clone();
+            async move {
+                let Some(peer) = peer.0.get() else {
+                    return Err(RemoteCallError::NotConnected);
+                };
+                call_remote(peer, remote_name, args, timeout).await
+            }
+        });
+    if declared.effects == Effects::ReadOnly {
+        builder = builder.read_only();
+    }
+    let tool = builder
+        .build()
+        .map_err(|source| ConnectError::Tool { tool: name, source })?;
+    Ok((listed, Some(tool)))
 }
 
 async fn call_remote(

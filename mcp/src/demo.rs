@@ -201,6 +201,8 @@ pub enum Misbehaviour {
     PoisonedKeys,
     /// Never answers `initialize`.
     SilentStart,
+    /// Answers `initialize` after three seconds.
+    SlowStart,
     /// Answers `initialize`, never `tools/list`.
     SilentList,
     /// Lists a tool whose input schema nests 200 levels deep.
@@ -242,8 +244,8 @@ impl ServerHandler for MisbehavingServer {
         let no_args = json!({"type": "object", "properties": {}});
         match self.0 {
             Misbehaviour::SilentList => std::future::pending::<()>().await,
-            // Never gets this far.
-            Misbehaviour::SilentStart => {}
+            // Never gets this far, or lists the demo's own tools.
+            Misbehaviour::SilentStart | Misbehaviour::SlowStart => {}
             Misbehaviour::DeepList => {
                 let mut deep = json!({"type": "string"});
                 for _ in 0..200 {
@@ -367,8 +369,10 @@ impl ServerHandler for MisbehavingServer {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        if self.0 == Misbehaviour::SilentStart {
-            std::future::pending::<()>().await;
+        match self.0 {
+            Misbehaviour::SilentStart => std::future::pending::<()>().await,
+            Misbehaviour::SlowStart => tokio::time::sleep(std::time::Duration::from_secs(3)).await,
+            _ => {}
         }
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)

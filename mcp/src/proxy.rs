@@ -46,7 +46,9 @@ use tooltrust::tool::Tool as _;
 use tooltrust::{Id, Policy, Registry, Session};
 
 use crate::config::{ConfigError, Endpoint, Mode, PinMode, ProxyConfig, Upstream};
-use crate::connect::{ConnectOptions, Connection, Remote, connect};
+use crate::connect::{
+    ConnectOptions, Connection, Listed, ListingLimits, PeerSlot, Remote, connect, remote_tool,
+};
 use crate::metadata::MetadataLimits;
 use crate::pin::{Change, Definition, Lock, LockError, Standing, lock_path};
 use crate::serve::{Listing, ScopeServer};
@@ -153,8 +155,9 @@ pub struct Proxy {
 struct Guard {
     /// Tools listed at start and withheld since (by their name here), and why.
     withheld: RwLock<BTreeMap<String, String>>,
-    /// `tools/list`'s `_meta.tooltrust`: unavailable upstreams and tools withheld at start.
-    unavailable: Vec<Value>,
+    /// `tools/list`'s `_meta.tooltrust`: unavailable upstreams (until a late one answers)
+    /// and tools withheld at start.
+    unavailable: RwLock<BTreeMap<String, Value>>,
     left_out: Vec<Value>,
     /// The host, once it is connected: told when a tool is withheld.
     host: OnceLock<Peer<RoleServer>>,
@@ -182,7 +185,11 @@ impl Listing for Guard {
                 .collect(),
             Err(_) => Vec::new(),
         };
-        if self.unavailable.is_empty() && self.left_out.is_empty() && withheld.is_empty() {
+        let unavailable: Vec<Value> = match self.unavailable.read() {
+            Ok(unavailable) => unavailable.values().cloned().collect(),
+            Err(_) => Vec::new(),
+        };
+        if unavailable.is_empty() && self.left_out.is_empty() && withheld.is_empty() {
             return None;
         }
         let mut all = self.left_out.clone();
@@ -190,7 +197,7 @@ impl Listing for Guard {
         let mut meta = Map::new();
         meta.insert(
             "tooltrust".into(),
-            json!({"unavailable": self.unavailable, "withheld": all}),
+            json!({"unavailable": unavailable, "withheld": all}),
         );
         Some(meta)
     }
@@ -244,6 +251,192 @@ const RELIST_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 /// How many tools an upstream may add after the session started that are each recorded
 /// in the audit log; past them, one entry says so.
 const MAX_REPORTED_ADDITIONS: usize = 64;
+
+/// Why a tool registered from its pin is withheld until its upstream answers.
+const NOT_YET: &str = "its upstream has not answered yet; it is listed when it does";
+/// How long an attempt to reach an upstream may go on after the host stopped waiting.
+const LATE_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// One upstream being reached, in a task of its own.
+struct Attempt {
+    task: tokio::task::JoinHandle<Result<Remote, Unavailable>>,
+    options: ConnectOptions,
+    changed: Arc<Notify>,
+    peer: PeerSlot,
+}
+
+impl Attempt {
+    fn start(upstream: &Upstream, limits: MetadataLimits, listing: ListingLimits) -> Attempt {
+        let changed = Arc::new(Notify::new());
+        let options = ConnectOptions {
+            prefix: format!("{}__", upstream.name.get_ref()),
+            limits,
+            tools_changed: Some(Arc::clone(&changed)),
+            // The attempt may go on after the host stopped waiting (see `late`).
+            listing: ListingLimits {
+                timeout: LATE_LIMIT.max(listing.timeout),
+                ..listing
+            },
+            ..ConnectOptions::default()
+        };
+        let task = {
+            let upstream = upstream.clone();
+            let options = options.clone();
+            tokio::spawn(async move { reach(&upstream, options).await })
+        };
+        Attempt {
+            task,
+            options,
+            changed,
+            peer: PeerSlot::default(),
+        }
+    }
+}
+
+/// The tools of `upstream` as pinned in `lock`, registered before it answered, bound to
+/// an empty peer slot and withheld until it answers with the same definitions; `None`
+/// when nothing of it is pinned. A pin whose definition does not hash to its pin, or
+/// whose name another upstream took, is left out.
+fn dormant_tools(
+    lock: &Lock,
+    upstream: &Upstream,
+    attempt: &Attempt,
+    taken: &mut HashMap<String, String>,
+) -> Option<(Vec<tooltrust::tool::DynamicTool>, Vec<Listed>)> {
+    let name = upstream.name.get_ref();
+    let declarations = upstream.declarations();
+    let mut tools = Vec::new();
+    let mut waiting = Vec::new();
+    for pin in lock.upstreams.get(name)?.values() {
+        let Ok(remote) = serde_json::from_value::<rmcp::model::Tool>(pin.definition.clone()) else {
+            continue;
+        };
+        let Ok((listed, Some(tool))) =
+            remote_tool(&remote, &declarations, &attempt.options, &attempt.peer)
+        else {
+            continue;
+        };
+        if listed.definition.sha256 != pin.sha256 || taken.contains_key(&listed.local_name) {
+            continue;
+        }
+        taken.insert(listed.local_name.clone(), name.clone());
+        tools.push(tool);
+        waiting.push(listed);
+    }
+    (!waiting.is_empty()).then_some((tools, waiting))
+}
+
+/// Waits for a late upstream's attempt: when it answers, each tool registered from its pin
+/// whose listed definition is still the pinned one is listed (after the session is
+/// tainted, when the host is shown the server's text), the host is told, and the
+/// upstream is watched like the others. A tool listed otherwise stays withheld.
+async fn arrive(
+    upstream: String,
+    attempt: Attempt,
+    waiting: Vec<Listed>,
+    guard: Arc<Guard>,
+    log: Arc<AuditLog>,
+    taint: Option<tooltrust::Scope>,
+) {
+    let remote = match attempt.task.await {
+        Ok(Ok(remote)) => remote,
+        Ok(Err(error)) => {
+            let reason = describe(error.as_ref());
+            if let Err(error) = log.append(&json!({
+                "event": "mcp_upstream_unavailable",
+                "upstream": upstream,
+                "reason": reason,
+            })) {
+                eprintln!("tooltrust: could not record: {}", describe(&error));
+            }
+            return;
+        }
+        Err(_) => return,
+    };
+    let listed: HashMap<&str, &Listed> = remote
+        .listed()
+        .iter()
+        .map(|listed| (listed.definition.name.as_str(), listed))
+        .collect();
+    let mut arrived = Vec::new();
+    let mut shown = Vec::new();
+    let mut accepted = HashMap::new();
+    for pinned in &waiting {
+        let Some(now) = listed.get(pinned.definition.name.as_str()) else {
+            continue;
+        };
+        if now.definition.sha256 != pinned.definition.sha256 || now.refused.is_some() {
+            continue;
+        }
+        arrived.push(pinned.local_name.clone());
+        accepted.insert(
+            pinned.definition.name.clone(),
+            (pinned.local_name.clone(), pinned.definition.sha256),
+        );
+        if pinned.outsiders_text {
+            shown.push(format!("- {}: {}", pinned.local_name, pinned.description));
+        }
+    }
+    if let Some(scope) = &taint
+        && !shown.is_empty()
+        && scope
+            .add_untrusted(
+                "tool-metadata",
+                format!(
+                    "Tool descriptions written by upstream servers, as the host was shown them:\n{}",
+                    shown.join("\n")
+                ),
+            )
+            .is_err()
+    {
+        // Not tainted, so not shown.
+        return;
+    }
+    attempt.peer.connect(remote.peer());
+    if let Err(error) = log.append(&json!({
+        "event": "mcp_upstream_available",
+        "upstream": upstream,
+        "tools": arrived,
+    })) {
+        eprintln!("tooltrust: could not record: {}", describe(&error));
+        return;
+    }
+    {
+        let (Ok(mut withheld), Ok(mut unavailable)) =
+            (guard.withheld.write(), guard.unavailable.write())
+        else {
+            return;
+        };
+        unavailable.remove(&upstream);
+        for pinned in &waiting {
+            if arrived.contains(&pinned.local_name) {
+                withheld.remove(&pinned.local_name);
+            } else {
+                withheld.insert(
+                    pinned.local_name.clone(),
+                    "its upstream answered late, and not with its pinned definition".to_owned(),
+                );
+            }
+        }
+    }
+    eprintln!("tooltrust: upstream {upstream:?} answered late; its pinned tools are listed");
+    if let Some(host) = guard.host.get() {
+        let _ = host.notify_tool_list_changed().await;
+    }
+    let reported = listed.keys().map(|name| (*name).to_owned()).collect();
+    let (_, connection) = remote.into_tools();
+    let connection = Arc::new(connection);
+    let watched = Watched {
+        upstream,
+        connection: Arc::downgrade(&connection),
+        changed: attempt.changed,
+        accepted,
+        reported,
+        added: 0,
+        overflowed: false,
+    };
+    watch(watched, guard, log).await;
+}
 
 /// An error and its causes, on one line.
 fn describe(error: &(dyn std::error::Error + 'static)) -> String {
@@ -400,26 +593,46 @@ impl Proxy {
         let mut outsiders_text = Vec::new();
         // Every upstream starts at once, each within the listing's time limit: the host
         // waits for the slowest one at most that long.
-        let changed: Vec<Arc<Notify>> = config
+        let listing = config.listing_limits();
+        let attempts: Vec<Attempt> = config
             .upstream
             .iter()
-            .map(|_| Arc::new(Notify::new()))
+            .map(|upstream| Attempt::start(upstream, limits, listing))
             .collect();
-        let reached = futures_util::future::join_all(config.upstream.iter().zip(&changed).map(
-            |(upstream, changed)| {
-                let options = ConnectOptions {
-                    prefix: format!("{}__", upstream.name.get_ref()),
-                    limits,
-                    tools_changed: Some(Arc::clone(changed)),
-                    listing: config.listing_limits(),
-                    ..ConnectOptions::default()
-                };
-                reach(upstream, options)
-            },
-        ))
-        .await;
-        for ((upstream, changed), reached) in config.upstream.iter().zip(changed).zip(reached) {
+        // The host waits for the slowest upstream at most this long; an attempt still
+        // running then goes on, and its pinned tools are listed if it answers.
+        let deadline = tokio::time::Instant::now() + listing.timeout;
+        let mut late = Vec::new();
+        for (upstream, mut attempt) in config.upstream.iter().zip(attempts) {
             let name = upstream.name.get_ref().clone();
+            let changed = Arc::clone(&attempt.changed);
+            let reached = match tokio::time::timeout_at(deadline, &mut attempt.task).await {
+                Ok(Ok(reached)) => reached,
+                Ok(Err(error)) => Err(Unavailable::from(format!("its start failed: {error}"))),
+                Err(_) => {
+                    let dormant = pins
+                        .as_ref()
+                        .and_then(|lock| dormant_tools(lock, upstream, &attempt, &mut taken));
+                    match dormant {
+                        Some((tools, waiting)) => {
+                            for tool in tools {
+                                builder = builder.tool(tool);
+                            }
+                            late.push((name.clone(), attempt, waiting));
+                        }
+                        None => attempt.task.abort(),
+                    }
+                    unavailable.push((
+                        name,
+                        format!(
+                            "it did not answer initialize and tools/list within {:?}",
+                            listing.timeout
+                        )
+                        .into(),
+                    ));
+                    continue;
+                }
+            };
             let remote = match reached {
                 Ok(remote) => remote,
                 Err(error) => {
@@ -514,13 +727,23 @@ impl Proxy {
         }
         let registry = builder.build().map_err(ProxyError::Registry)?;
         let guard = Arc::new(Guard {
-            withheld: RwLock::default(),
-            unavailable: unavailable
-                .iter()
-                .map(|(upstream, why)| {
-                    json!({"upstream": upstream, "reason": shown_reason(&describe(why.as_ref()))})
-                })
-                .collect(),
+            withheld: RwLock::new(
+                late.iter()
+                    .flat_map(|(_, _, waiting): &(String, Attempt, Vec<Listed>)| waiting)
+                    .map(|listed| (listed.local_name.clone(), NOT_YET.to_owned()))
+                    .collect(),
+            ),
+            unavailable: RwLock::new(
+                unavailable
+                    .iter()
+                    .map(|(upstream, why)| {
+                        (
+                            upstream.clone(),
+                            json!({"upstream": upstream, "reason": shown_reason(&describe(why.as_ref()))}),
+                        )
+                    })
+                    .collect(),
+            ),
             left_out: withheld
                 .iter()
                 .map(|(tool, why)| json!({"tool": tool, "reason": why}))
@@ -580,6 +803,7 @@ impl Proxy {
                 )
                 .map_err(ProxyError::Scope)?;
         }
+        let late_scope = config.metadata_taints.then(|| scope.clone());
         let mut server = ScopeServer::new(scope)
             .ask_about_held_calls(person.map_err(ProxyError::Id)?)
             .max_asked_arguments_bytes(config.max_asked_arguments_bytes)
@@ -628,6 +852,16 @@ impl Proxy {
         }
         for upstream in watched {
             tokio::spawn(watch(upstream, Arc::clone(&guard), Arc::clone(&log)));
+        }
+        for (upstream, attempt, waiting) in late {
+            tokio::spawn(arrive(
+                upstream,
+                attempt,
+                waiting,
+                Arc::clone(&guard),
+                Arc::clone(&log),
+                late_scope.clone(),
+            ));
         }
         Ok(Proxy {
             server,

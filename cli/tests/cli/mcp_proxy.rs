@@ -1323,9 +1323,8 @@ async fn stalling_upstreams_leave_the_proxy_serving() {
     );
     for (upstream, reason) in &unavailable {
         let expected = match upstream.as_str() {
-            "silent-start" => "did not answer initialize within",
             "endless-pages" => "tool list is too large",
-            _ => "did not answer tools/list within",
+            _ => "did not answer initialize and tools/list within",
         };
         assert!(reason.contains(expected), "{upstream}: {reason}");
     }
@@ -1427,6 +1426,70 @@ async fn results_past_the_memory_budget_are_let_go_of() {
         .filter(|entry| entry["event"] == "block_forgotten")
         .count();
     assert!(forgotten >= 10, "{forgotten} results let go of");
+}
+
+/// An upstream slower than the host waits: unavailable at first, then, since its tools
+/// are pinned, listed once it answers (the host told through `list_changed`), and its
+/// calls served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_pinned_upstream_is_listed_when_it_answers() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let slow = attacker(
+        "slow",
+        "slow-start",
+        "",
+        "\"lookup_policy\" = { trust = \"trusted\", read_only = true }",
+    );
+    // Pinned while the limit lets it answer; served with a shorter one.
+    let config = write_config(dir.path(), &format!("upstream_timeout_ms = 20000\n{slow}"));
+    let pinned = std::process::Command::new(TOOLTRUST)
+        .args(["mcp", "pin", "--config"])
+        .arg(&config)
+        .output()
+        .expect("pin runs");
+    assert!(pinned.status.success(), "{pinned:?}");
+    let config = write_config(
+        dir.path(),
+        &format!("upstream_timeout_ms = 500\nmetadata_taints = false\n{slow}"),
+    );
+    let client = proxy(&config, person(None)).await;
+    let listed = client.list_tools(None).await.expect("tools/list");
+    assert!(
+        listed
+            .tools
+            .iter()
+            .all(|tool| !tool.name.starts_with("slow__")),
+        "{listed:?}"
+    );
+    let early = call(&client, "slow__lookup_policy", json!({})).await;
+    assert_eq!(early.is_error, Some(true), "{}", text(&early));
+    assert!(text(&early).contains("unknown tool"), "{}", text(&early));
+    // It answers after three seconds; this bound only ends a failing run.
+    let mut names = Vec::new();
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let listed = client.list_tools(None).await.expect("tools/list");
+        names = listed
+            .tools
+            .iter()
+            .map(|tool| tool.name.to_string())
+            .collect();
+        if names.iter().any(|name| name == "slow__lookup_policy") {
+            break;
+        }
+    }
+    assert!(
+        names.iter().any(|name| name == "slow__lookup_policy"),
+        "{names:?}"
+    );
+    let policy = call(&client, "slow__lookup_policy", json!({})).await;
+    assert_ne!(policy.is_error, Some(true), "{}", text(&policy));
+    client.cancel().await.expect("the client stops");
+    let available = audit_entries(dir.path())
+        .into_iter()
+        .filter(|entry| entry["event"] == "mcp_upstream_available")
+        .count();
+    assert_eq!(available, 1);
 }
 
 /// An upstream whose tool names cannot be told apart (a name listed twice, a name
