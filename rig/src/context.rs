@@ -152,11 +152,12 @@ impl GuardedTools {
                 let guarded = agent.handler_descriptor(key).is_some_and(|handler| {
                     handler.layers.iter().any(|layer| layer == CONTEXT_LAYER)
                 });
-                match guarded {
-                    true => Ok(()),
-                    false => Err(ContextError::Unguarded {
+                if guarded {
+                    Ok(())
+                } else {
+                    Err(ContextError::Unguarded {
                         key: key.to_string(),
-                    }),
+                    })
                 }
             })
     }
