@@ -1,6 +1,7 @@
 //! A tooltrust scope's tools as rig run-time tools.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rig_core::message::{EmptyToolName, ToolName};
 use rig_core::tool::{DynamicTool, ToolContext, ToolExecutionError, ToolOutput};
@@ -31,9 +32,11 @@ pub struct GuardedTools {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     scope: Scope,
     held: Mutex<Vec<HeldCall>>,
+    /// Each context document the model was sent (as rig renders it), and its block.
+    pub(crate) documents: Mutex<HashMap<String, Id>>,
 }
 
 /// A call the gate sent to review while rig's agent ran.
@@ -73,6 +76,7 @@ impl GuardedTools {
             inner: Arc::new(Inner {
                 scope,
                 held: Mutex::new(Vec::new()),
+                documents: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -82,13 +86,13 @@ impl GuardedTools {
         &self.inner.scope
     }
 
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+
     /// The calls held for review so far, in order.
     pub fn held(&self) -> Vec<HeldCall> {
-        self.inner
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.inner.held).clone()
     }
 
     /// Every tool of the registry as a rig run-time tool: its name, its description and
@@ -168,16 +172,12 @@ impl GuardedTools {
                 ))),
             },
             CallOutcome::Pending { id, decision } => {
-                self.inner
-                    .held
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(HeldCall {
-                        id: id.clone(),
-                        tool: tool.to_owned(),
-                        rule: decision.rule.clone(),
-                        reason: decision.reason.clone(),
-                    });
+                lock(&self.inner.held).push(HeldCall {
+                    id: id.clone(),
+                    tool: tool.to_owned(),
+                    rule: decision.rule.clone(),
+                    reason: decision.reason.clone(),
+                });
                 let text = format!(
                     "The call is held for review as {id} ({}): {}. It runs only if a reviewer \
                      approves it (`tooltrust pending approve {id}` or the review console when \
@@ -210,6 +210,11 @@ impl GuardedTools {
             ))),
         }
     }
+}
+
+/// The lock, poisoned or not: each update under it is one push or insert, whole or absent.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The scope could not record or render: nothing the model may read about it.

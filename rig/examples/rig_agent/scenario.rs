@@ -7,7 +7,6 @@ use std::error::Error;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rig_agent::AgentBuilder;
 use rig_core::DynModel;
 use rig_core::operation::Completion;
 use rig_core::providers::openai::OpenAIConfig;
@@ -101,11 +100,11 @@ pub async fn run(model: impl Into<DynModel<Completion>>) -> Result<Report, Box<d
     let scope = session.open_scope(Id::new("support")?)?;
     let guarded = GuardedTools::new(scope.clone());
 
-    // Your existing agent, with the guarded tools in place of `.tool(...)`.
-    let agent = AgentBuilder::new(model)
-        .preamble(PREAMBLE)
-        .dynamic_tools(guarded.rig_tools()?)
-        .build();
+    // Your existing agent: `guarded.agent(model)?` in place of `AgentBuilder::new(model)`
+    // and your `.tool(...)` calls gives it the guarded tools and guards what it sends the
+    // model (documents enveloped, the standing explanation first in the preamble).
+    let agent = guarded.agent(model)?.preamble(PREAMBLE).build();
+    guarded.check(&agent)?;
     let answer = agent
         .prompt(PROMPT)
         .max_turns(5)

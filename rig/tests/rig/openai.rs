@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
+use tooltrust::envelope::STANDING_EXPLANATION;
 use tooltrust::{CallOutcome, Taint};
 
 type TestResult = Result<(), Box<dyn Error>>;
@@ -32,7 +33,7 @@ impl Seen {
 
 /// A Chat Completions reply whose message calls `name` with `arguments` (the JSON text,
 /// as OpenAI sends it).
-fn tool_call_reply(id: &str, name: &str, arguments: &str) -> Value {
+pub(crate) fn tool_call_reply(id: &str, name: &str, arguments: &str) -> Value {
     json!({
         "id": format!("chatcmpl-{id}"),
         "object": "chat.completion",
@@ -55,7 +56,7 @@ fn tool_call_reply(id: &str, name: &str, arguments: &str) -> Value {
     })
 }
 
-fn text_reply(text: &str) -> Value {
+pub(crate) fn text_reply(text: &str) -> Value {
     json!({
         "id": "chatcmpl-last",
         "object": "chat.completion",
@@ -177,6 +178,14 @@ fn the_real_model_run_goes_through_rigs_openai_client_and_holds_the_injected_cal
     for (auth, body) in &seen {
         assert_eq!(auth, "Bearer test-key");
         assert_eq!(body["model"], "fake-model");
+        // The system message: tooltrust's standing explanation, then the preamble.
+        let system = body["messages"]
+            .as_array()
+            .and_then(|messages| messages.iter().find(|m| m["role"] == "system"))
+            .map(content_text)
+            .ok_or("no system message")?;
+        assert!(system.starts_with(STANDING_EXPLANATION), "{system}");
+        assert!(system.ends_with(scenario::PREAMBLE), "{system}");
     }
     // The tools offered are the registry's, with their strict schemas.
     let first = &seen[0].1;
