@@ -407,7 +407,8 @@ fn check(
     let mut reader = EntryReader::new(BufReader::with_capacity(1 << 16, lines), head_row);
     let mut story = Story::default();
     if let Some(writers) = writers {
-        reader = reader.with_writers(writers);
+        // The store signs every entry it writes.
+        reader = reader.with_each_signed_by(writers);
     }
     let mut at_pinned = None;
     let mut provenance = tooltrust::audit::Provenance::new();

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::future::{Future, ready};
-use std::io::{self, BufReader};
+use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -304,15 +304,33 @@ impl AuditLog {
             None => None,
         };
 
+        let keyed = writer.is_some();
         let (tip, good_len, torn) = {
             let log = storage
                 .read_log()
                 .map_err(|e| io_error("read the log file", e))?;
             let mut reader = EntryReader::new(BufReader::with_capacity(1 << 16, log), head_file);
             let mut torn = None;
-            while let Some(entry) = reader.next() {
+            // Where the entries no signature vouches for begin: an entry that names a
+            // writer but is not signed, after the last one that is.
+            let mut unvouched: Option<(u64, Head)> = None;
+            loop {
+                let (offset, before) = (reader.good_len(), reader.tip());
+                let Some(entry) = reader.next() else {
+                    break;
+                };
                 match entry {
-                    Ok(_) => {}
+                    Ok(entry) => match (&entry.signer, &entry.sig) {
+                        (Some(signer), Some(sig))
+                            if super::entry::signature_verifies(signer, &entry.hash, sig) =>
+                        {
+                            unvouched = None;
+                        }
+                        (Some(_), _) => {
+                            unvouched.get_or_insert((offset, before));
+                        }
+                        (None, _) => {}
+                    },
                     Err(VerifyError {
                         kind: VerifyErrorKind::TornTail { offset, .. },
                         ..
@@ -321,7 +339,32 @@ impl AuditLog {
                 }
             }
             reader.finish().map_err(AuditError::Corrupt)?;
-            (reader.tip(), reader.good_len(), torn)
+            let (read_tip, read_len) = (reader.tip(), reader.good_len());
+            drop(reader);
+            match unvouched {
+                // A keyed writer never continues after entries no signature vouches for:
+                // its next signature would vouch for them. They were never acknowledged
+                // (a round's last entry is signed before it is), so they are set aside
+                // like a torn line.
+                Some((offset, tip)) if keyed => {
+                    let mut rest = Vec::new();
+                    {
+                        let mut log = storage
+                            .read_log()
+                            .map_err(|e| io_error("read the log file", e))?;
+                        io::copy(&mut (&mut log).take(offset), &mut io::sink())
+                            .and_then(|_| log.read_to_end(&mut rest))
+                            .map_err(|e| io_error("read the log's unsigned tail", e))?;
+                    }
+                    tracing::warn!(
+                        offset,
+                        last_signed_seq = tip.seq,
+                        "audit log: entries after the last signed one, which no signature vouches for, were set aside"
+                    );
+                    (tip, offset, Some((offset, rest)))
+                }
+                _ => (read_tip, read_len, torn),
+            }
         };
         if head_file.is_none() && (tip.seq > 0 || torn.is_some()) {
             return Err(AuditError::HeadMissing);

@@ -223,6 +223,8 @@ pub struct EntryReader<R> {
     reader: R,
     pinned: Option<Head>,
     writers: Option<Writers>,
+    /// Whether every entry must carry its own signature (a writer that signs each).
+    each_signed: bool,
     /// The first entry since the last signed one (seq, offset): a signed entry must follow.
     unsigned_since: Option<(u64, u64)>,
     /// Bytes of the intact entries read so far.
@@ -240,6 +242,7 @@ impl<R: BufRead> EntryReader<R> {
             reader,
             pinned,
             writers: None,
+            each_signed: false,
             unsigned_since: None,
             good_len: 0,
             tip: Head::EMPTY,
@@ -249,9 +252,20 @@ impl<R: BufRead> EntryReader<R> {
         }
     }
 
-    /// Accepts only entries signed by one of `writers`.
+    /// Accepts only entries signed by one of `writers`: an entry that names its writer
+    /// without a signature is accepted only when a signed entry follows it (a writer that
+    /// signs the last entry of each durable batch).
     pub fn with_writers(mut self, writers: Writers) -> Self {
         self.writers = Some(writers);
+        self
+    }
+
+    /// Like [`with_writers`](Self::with_writers), for a writer that signs every entry
+    /// (the store's chain): an entry without its own signature fails, whatever follows,
+    /// so no later signature vouches for an entry inserted unsigned.
+    pub fn with_each_signed_by(mut self, writers: Writers) -> Self {
+        self.writers = Some(writers);
+        self.each_signed = true;
         self
     }
 
@@ -417,6 +431,7 @@ impl<R: BufRead> Iterator for EntryReader<R> {
                     self.unsigned_since = None;
                     None
                 }
+                (Some(_), None) if self.each_signed => Some(VerifyErrorKind::Unsigned { offset }),
                 // Named but not signed: a later signed entry must vouch for it.
                 (Some(_), None) => {
                     self.unsigned_since.get_or_insert((entry.seq, offset));

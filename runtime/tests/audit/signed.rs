@@ -195,3 +195,59 @@ fn a_batch_is_signed_once_and_its_last_signature_vouches_for_it() {
         "{error}"
     );
 }
+
+/// Entries appended while the writer was away, naming it but unsigned (anyone can name a
+/// public key): a keyed writer that opens the log sets them aside instead of continuing
+/// after them, so its next signature does not vouch for them.
+#[test]
+fn a_reopened_writer_does_not_vouch_for_an_unsigned_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = Arc::new(SecretKey::generate().unwrap());
+    let log_dir = dir.path().join("log");
+    let original = signed_log(&log_dir, &key, 3);
+    let (forged, hash) = Body::of(&json!({"event": "call_decided", "forged": true}))
+        .unwrap()
+        .seal_named(
+            4,
+            "2026-11-29T00:00:00Z".to_owned(),
+            &hash_of(&original[2]),
+            Some(&key.public()),
+        )
+        .unwrap();
+    std::fs::write(log_dir.join(LOG_FILE), [original.concat(), forged].concat()).unwrap();
+    std::fs::write(
+        log_dir.join(tooltrust::audit::HEAD_FILE),
+        tooltrust::audit::Head { seq: 4, hash }.to_json(),
+    )
+    .unwrap();
+
+    let log = AuditLog::open_signed(
+        FileStorage::open(&log_dir).unwrap(),
+        AuditOptions::default(),
+        key.clone(),
+    )
+    .unwrap();
+    let set_aside = log
+        .open_report()
+        .torn
+        .clone()
+        .expect("the tail is set aside");
+    assert_eq!(set_aside.last_good_seq, 3);
+    log.append(&json!({"event": "call_allowed", "after": true}))
+        .unwrap();
+    log.close().unwrap();
+    let now = lines(&log_dir.join(LOG_FILE));
+    assert_eq!(now.len(), 4);
+    assert!(
+        now.iter()
+            .all(|line| !String::from_utf8_lossy(line).contains("forged")),
+        "the forged entry is no longer in the log"
+    );
+    let writers = Writers::new([key.public()]);
+    assert_eq!(
+        verify_signed(&log_dir.join(LOG_FILE), None, Some(&writers))
+            .unwrap()
+            .entries,
+        4
+    );
+}

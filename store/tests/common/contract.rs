@@ -3189,3 +3189,59 @@ pub async fn random_tampering_spends_only_signed_approvals(db: &TestDb) {
         );
     }
 }
+
+/// An entry inserted at the chain's tail naming the writer (a public key) but unsigned,
+/// the head moved onto it: the store's next entries are signed, yet verification with the
+/// writer's key still refuses the inserted one, since the store signs every entry.
+pub async fn no_signature_vouches_for_an_entry_inserted_unsigned(db: &TestDb) {
+    let writer = test_key("writer");
+    let writers = Writers::new([writer.public()]);
+    let store = Store::open(
+        &db.location,
+        StoreOptions {
+            writer: Some(Arc::new(test_key("writer"))),
+            ..db.options.clone()
+        },
+    )
+    .await
+    .unwrap();
+    store.append(&json!({"event": "note"})).await.unwrap();
+    let lines = chain_lines(db, "default").await;
+    let last: Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    let prev: tooltrust::call::Checksum = last["hash"].as_str().unwrap().parse().unwrap();
+    let seq = lines.len() as u64 + 1;
+    let (line, hash) = Body::of(&json!({"event": "note", "forged": true}))
+        .unwrap()
+        .seal_named(
+            seq,
+            "2026-11-29T00:00:00Z".to_owned(),
+            &prev,
+            Some(&writer.public()),
+        )
+        .unwrap();
+    let line = String::from_utf8(line).unwrap();
+    let pool = db.raw().await;
+    sqlx::query("INSERT INTO chain_entry (tenant, seq, line) VALUES ('default', $1, $2)")
+        .bind(seq as i64)
+        .bind(line.trim_end())
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE chain_head SET seq = $1, hash = $2 WHERE tenant = 'default'")
+        .bind(seq as i64)
+        .bind(hash.to_hex())
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    // The store goes on after it, signing its own entries.
+    store.append(&json!({"event": "note"})).await.unwrap();
+    let refused = store.verify_chain_signed(None, &writers).await;
+    assert!(
+        matches!(
+            &refused,
+            Err(ChainError::Invalid(e)) if e.seq == seq && matches!(e.kind, VerifyErrorKind::Unsigned { .. })
+        ),
+        "{refused:?}"
+    );
+}

@@ -221,6 +221,7 @@ macro_rules! contract_tests {
             reviewers_decide_only_for_their_tenants,
             an_approval_does_not_move_to_another_call,
             a_signed_chain_shows_every_rewrite,
+            no_signature_vouches_for_an_entry_inserted_unsigned,
         );
     };
     (@cases $db:expr; $($case:ident,)*) => {$(
