@@ -21,7 +21,11 @@
 //! - **One upstream cannot take the proxy down.** An upstream that cannot be reached, or
 //!   whose tool names collide (`mail` + `_send_email` against `mail_` + `send_email`), is
 //!   unavailable — recorded, reported on standard error and in `tools/list`'s `_meta` —
-//!   and the others serve.
+//!   and the others serve. A reason that quotes the upstream (its handshake's or listing's
+//!   error) is neutralised like a description and taints the session likewise.
+//! - **Nor write to a terminal.** What an upstream wrote reaches the proxy's standard
+//!   error (its own standard error too, relayed a line at a time) made inert
+//!   ([`tooltrust::envelope::inert`]): no escape sequence, no line of its own.
 //! - **Nor read its secrets.** An upstream process starts with a cleared environment and
 //!   only [`INHERITED_ENV`] and its configured `env`.
 
@@ -232,15 +236,71 @@ fn describe(error: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// A reason fit for `tools/list`: causes may quote what an upstream said, so it is
-/// neutralised and capped like its metadata.
+/// capped, kept on one line with nothing that drives a display, and neutralised like its
+/// metadata.
 fn shown_reason(text: &str) -> String {
     let mut end = text.len().min(500);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    tooltrust::envelope::neutralise(&text[..end])
-        .text
-        .into_owned()
+    let inert = tooltrust::envelope::inert(&text[..end]);
+    tooltrust::envelope::neutralise(&inert).text.into_owned()
+}
+
+/// Whether an upstream's unavailability quotes what it said: an error of its handshake or
+/// listing carries its words (a tool name that is not a tool name among them). A process
+/// that could not start, or a collision of identifier-shaped names, does not.
+fn quotes_upstream(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if error.is::<crate::ConnectError>() {
+            return true;
+        }
+        next = error.source();
+    }
+    false
+}
+
+/// Relays a stdio upstream's standard error to the proxy's, a line at a time, each made
+/// inert and named: the upstream writes to whoever runs the proxy or `tooltrust mcp pin`,
+/// and escape sequences must not reach that terminal.
+async fn relay_errors(upstream: String, mut errors: tokio::process::ChildStderr) {
+    use tokio::io::AsyncRead;
+    const LINE: usize = 4096;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 1024];
+    let show = |line: &[u8]| {
+        let text = String::from_utf8_lossy(line);
+        eprintln!(
+            "tooltrust: upstream {upstream:?} says: {}",
+            tooltrust::envelope::inert(text.trim_end_matches(['\n', '\r']))
+        );
+    };
+    loop {
+        let read = std::future::poll_fn(|cx| {
+            let mut buffer = tokio::io::ReadBuf::new(&mut chunk);
+            std::pin::Pin::new(&mut errors)
+                .poll_read(cx, &mut buffer)
+                .map_ok(|()| buffer.filled().len())
+        })
+        .await;
+        let read = match read {
+            Ok(0) | Err(_) => break,
+            Ok(read) => read,
+        };
+        pending.extend_from_slice(&chunk[..read]);
+        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            show(&pending[..end]);
+            pending.drain(..=end);
+        }
+        if pending.len() >= LINE {
+            show(&pending);
+            pending.clear();
+        }
+    }
+    if !pending.is_empty() {
+        show(&pending);
+    }
 }
 
 fn read_config(path: &Path) -> Result<ProxyConfig, ProxyError> {
@@ -287,9 +347,12 @@ async fn reach(upstream: &Upstream, options: ConnectOptions) -> Result<Remote, U
     match upstream.endpoint() {
         Some(Endpoint::Command { program, args }) => {
             let command = command_of(&program, &args, upstream);
-            let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
-                .stderr(std::process::Stdio::inherit())
+            let (transport, errors) = rmcp::transport::TokioChildProcess::builder(command)
+                .stderr(std::process::Stdio::piped())
                 .spawn()?;
+            if let Some(errors) = errors {
+                tokio::spawn(relay_errors(upstream.name.get_ref().clone(), errors));
+            }
             Ok(connect(transport, &declarations, options).await?)
         }
         Some(Endpoint::Url(url)) => {
@@ -514,6 +577,14 @@ impl Proxy {
         let scope = session
             .open_scope(host.map_err(ProxyError::Id)?)
             .map_err(ProxyError::Scope)?;
+        for (upstream, why) in &unavailable {
+            if quotes_upstream(why.as_ref()) {
+                outsiders_text.push(format!(
+                    "- why upstream {upstream:?} is unavailable: {}",
+                    shown_reason(&describe(why.as_ref()))
+                ));
+            }
+        }
         if config.metadata_taints && !outsiders_text.is_empty() {
             // The host shows these to its model: outsiders' words are in its context
             // before the first call, as if a tool had returned them.
@@ -521,7 +592,7 @@ impl Proxy {
                 .add_untrusted(
                     "tool-metadata",
                     format!(
-                        "Tool descriptions written by upstream servers, as the host was shown them:\n{}",
+                        "Text written by upstream servers, as the host was shown it (tool descriptions, and why an upstream is unavailable):\n{}",
                         outsiders_text.join("\n")
                     ),
                 )
@@ -663,10 +734,13 @@ async fn watch(mut watched: Watched, guard: Arc<Guard>, log: Arc<AuditLog>) {
                 }
             }
             Err(error) => {
+                // The error may quote the upstream: the audit log keeps it, the host is
+                // told only the proxy's words (a session already open is not tainted).
                 let why = format!(
                     "its upstream said its tools changed, and they could not be listed again: {}",
                     describe(&error)
                 );
+                let shown = "its upstream said its tools changed, and they could not be listed again (the audit log has the error)";
                 for (tool, (local, accepted)) in &watched.accepted {
                     let event = json!({
                         "event": "mcp_tool_withheld",
@@ -676,7 +750,7 @@ async fn watch(mut watched: Watched, guard: Arc<Guard>, log: Arc<AuditLog>) {
                         "listed": null,
                         "reason": why,
                     });
-                    found.push((Some(local.clone()), event, why.clone()));
+                    found.push((Some(local.clone()), event, shown.to_owned()));
                 }
             }
         }
