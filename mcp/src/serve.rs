@@ -10,10 +10,10 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value};
+use tooltrust::envelope::{confusable_note, is_unseen};
 use tooltrust::gate::Decision;
 use tooltrust::registry::CatalogEntry;
 use tooltrust::review::Verdict;
-use tooltrust::envelope::{confusable_note, is_unseen};
 use tooltrust::{CallOutcome, Id, Scope, ToolCall};
 
 /// Serves one scope's tools to an MCP client. Build it with [`ScopeServer::new`] and run it
@@ -560,7 +560,9 @@ fn confusable_places(args: &Map<String, Value>) -> String {
         out.push('\n');
     }
     if more > 0 {
-        out.push_str(&format!("  and {more} more key(s) or value(s) like these\n"));
+        out.push_str(&format!(
+            "  and {more} more key(s) or value(s) like these\n"
+        ));
     }
     out
 }

@@ -61,7 +61,11 @@ async fn the_call_page_names_the_confusable_characters_of_its_arguments() {
         .nth(1)
         .and_then(|rest| rest.split("</pre>").next())
         .expect("the arguments");
-    assert_eq!(args.matches("<mark class=\"confusable\"").count(), 2, "{args}");
+    assert_eq!(
+        args.matches("<mark class=\"confusable\"").count(),
+        2,
+        "{args}"
+    );
     assert!(
         args.contains("title=\"U+0430 CYRILLIC SMALL LETTER A (Cyrillic among Latin, looks like &quot;a&quot;)\">⚠</mark> &quot;ann@ex\u{430}mple.com&quot;"),
         "{args}"
