@@ -50,6 +50,8 @@ use crate::metadata::MetadataLimits;
 use crate::pin::{Change, Definition, Lock, LockError, Standing, lock_path};
 use crate::serve::{Listing, ScopeServer};
 
+mod relay;
+
 /// The variables of the proxy's own environment an upstream process inherits (when the
 /// proxy has them); nothing else of it (API keys, tokens) reaches an upstream. Its `env`
 /// in the configuration adds to these.
@@ -261,48 +263,6 @@ fn quotes_upstream(error: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// Relays a stdio upstream's standard error to the proxy's, a line at a time, each made
-/// inert and named: the upstream writes to whoever runs the proxy or `tooltrust mcp pin`,
-/// and escape sequences must not reach that terminal.
-async fn relay_errors(upstream: String, mut errors: tokio::process::ChildStderr) {
-    use tokio::io::AsyncRead;
-    const LINE: usize = 4096;
-    let mut pending: Vec<u8> = Vec::new();
-    let mut chunk = [0u8; 1024];
-    let show = |line: &[u8]| {
-        let text = String::from_utf8_lossy(line);
-        eprintln!(
-            "tooltrust: upstream {upstream:?} says: {}",
-            tooltrust::envelope::inert(text.trim_end_matches(['\n', '\r']))
-        );
-    };
-    loop {
-        let read = std::future::poll_fn(|cx| {
-            let mut buffer = tokio::io::ReadBuf::new(&mut chunk);
-            std::pin::Pin::new(&mut errors)
-                .poll_read(cx, &mut buffer)
-                .map_ok(|()| buffer.filled().len())
-        })
-        .await;
-        let read = match read {
-            Ok(0) | Err(_) => break,
-            Ok(read) => read,
-        };
-        pending.extend_from_slice(&chunk[..read]);
-        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
-            show(&pending[..end]);
-            pending.drain(..=end);
-        }
-        if pending.len() >= LINE {
-            show(&pending);
-            pending.clear();
-        }
-    }
-    if !pending.is_empty() {
-        show(&pending);
-    }
-}
-
 fn read_config(path: &Path) -> Result<ProxyConfig, ProxyError> {
     let text = std::fs::read_to_string(path).map_err(|source| ProxyError::Read {
         path: path.to_owned(),
@@ -351,7 +311,7 @@ async fn reach(upstream: &Upstream, options: ConnectOptions) -> Result<Remote, U
                 .stderr(std::process::Stdio::piped())
                 .spawn()?;
             if let Some(errors) = errors {
-                tokio::spawn(relay_errors(upstream.name.get_ref().clone(), errors));
+                tokio::spawn(relay::errors(upstream.name.get_ref().clone(), errors));
             }
             Ok(connect(transport, &declarations, options).await?)
         }
