@@ -174,14 +174,10 @@ pub const NOTE_CHARACTERS: usize = 8;
 /// What a reviewer is shown beside a value, wherever it is shown.
 pub fn confusable_note(text: &str) -> Option<String> {
     let found = confusables(text);
-    let mut seen: Vec<char> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut named = Vec::new();
     for confusable in &found {
-        if seen.contains(&confusable.character) {
-            continue;
-        }
-        seen.push(confusable.character);
-        if named.len() < NOTE_CHARACTERS {
+        if seen.insert(confusable.character) && named.len() < NOTE_CHARACTERS {
             named.push(confusable.to_string());
         }
     }
@@ -260,9 +256,15 @@ impl Word {
                 });
             }
         }
+        // Marked for their script, in the order of the text.
+        let scripts = found.len();
         for (at, c) in text[self.start..self.end].char_indices() {
             let at = self.start + at;
-            if c.is_ascii() || found[from..].iter().any(|marked| marked.at == at) {
+            if c.is_ascii()
+                || found[from..scripts]
+                    .binary_search_by_key(&at, |marked| marked.at)
+                    .is_ok()
+            {
                 continue;
             }
             let set = ScriptExtension::from(c);
@@ -441,6 +443,18 @@ mod tests {
         ] {
             assert!(confusables(text).is_empty(), "{text}: {:?}", marked(text));
         }
+    }
+
+    #[test]
+    fn a_long_word_of_mixed_scripts_is_read_once() {
+        // Every other letter Cyrillic, with a lookalike among them: each is found once,
+        // in the order of the text, and the note names the two characters.
+        let text = "a\u{430}".repeat(50_000) + "\u{FF45}";
+        let found = confusables(&text);
+        assert_eq!(found.len(), 50_001);
+        assert!(found.windows(2).all(|pair| pair[0].at < pair[1].at));
+        let note = confusable_note(&text).expect("a note");
+        assert_eq!(note.matches("U+").count(), 2, "{note}");
     }
 
     #[test]
