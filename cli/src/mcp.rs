@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{Subcommand, ValueEnum};
+use tooltrust::envelope::inert;
 use tooltrust_mcp::demo::Misbehaviour;
 
 #[derive(Subcommand)]
@@ -70,8 +71,13 @@ pub enum Attack {
 }
 
 /// Runs the command; `Ok(false)` when `pin --diff` found changes, `Err` is the message to
-/// show.
+/// show. Whatever an upstream wrote is made inert before it reaches the terminal
+/// ([`inert`]): an error it answered with is part of the message.
 pub fn run(command: McpCommand) -> Result<bool, String> {
+    run_command(command).map_err(|message| inert(&message).into_owned())
+}
+
+fn run_command(command: McpCommand) -> Result<bool, String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -85,11 +91,11 @@ pub fn run(command: McpCommand) -> Result<bool, String> {
                 for (upstream, why) in &proxy.unavailable {
                     eprintln!(
                         "tooltrust: upstream {upstream:?} is unavailable, its tools are unknown: {}",
-                        crate::store::describe(why.as_ref())
+                        inert(&crate::store::describe(why.as_ref()))
                     );
                 }
                 for (tool, why) in &proxy.withheld {
-                    eprintln!("tooltrust: tool {tool} is withheld: {why}");
+                    eprintln!("tooltrust: tool {tool} is withheld: {}", inert(why));
                 }
                 proxy
                     .serve_stdio()

@@ -8,6 +8,7 @@ use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 use tooltrust::Id;
 use tooltrust::audit::VerifyReport;
+use tooltrust::envelope::confusable_note;
 use tooltrust_store::{ChainEntry, HeldCall, HeldStatus};
 
 use crate::context::{Block, Piece, Shown};
@@ -239,6 +240,7 @@ pub(crate) fn call(view: &CallView<'_>) -> Markup {
             }
             h3 { "Arguments (canonical)" }
             pre.args { (arguments(&call.args)) }
+            (confusables(&call.args))
         }
         section.request {
             h2 { "What the principal asked for" }
@@ -380,7 +382,7 @@ fn json(value: &Value, depth: usize) -> Markup {
             Value::Object(fields) if !fields.is_empty() => {
                 "{\n"
                 @for (i, (name, field)) in fields.iter().enumerate() {
-                    (pad) span.key { (quoted(name)) } ": " (json(field, depth + 1))
+                    (pad) (flag(name)) span.key { (quoted(name)) } ": " (json(field, depth + 1))
                     @if i + 1 < fields.len() { "," } "\n"
                 }
                 (close) "}"
@@ -393,8 +395,68 @@ fn json(value: &Value, depth: usize) -> Markup {
                 }
                 (close) "]"
             },
-            Value::String(text) => (fold_text(&quoted(text), FOLD_CHARS)),
+            Value::String(text) => { (flag(text)) (fold_text(&quoted(text), FOLD_CHARS)) },
             other => (other.to_string()),
+        }
+    }
+}
+
+/// A flag before a key or string that holds characters a person may take for others,
+/// the note naming them as its title; nothing otherwise.
+fn flag(text: &str) -> Markup {
+    match confusable_note(text) {
+        Some(note) => html! { mark.confusable title=(note) { "⚠" } " " },
+        None => html! {},
+    }
+}
+
+/// How many keys and strings with confusable characters a call's page names.
+const SHOWN_CONFUSABLE_PLACES: usize = 32;
+
+/// Below the arguments: each key and string of them that holds characters a person may
+/// take for others (`exаmple` with a Cyrillic `а`), where it is and the runtime's note
+/// naming the characters; nothing when there is none.
+fn confusables(args: &str) -> Markup {
+    fn walk(value: &Value, path: &str, places: &mut Vec<(String, String)>) {
+        match value {
+            Value::Object(fields) => {
+                for (name, field) in fields {
+                    let at = format!("{path}/{}", name.replace('~', "~0").replace('/', "~1"));
+                    if let Some(note) = confusable_note(name) {
+                        places.push((format!("key {} at {at}", quoted(name)), note));
+                    }
+                    walk(field, &at, places);
+                }
+            }
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    walk(item, &format!("{path}/{index}"), places);
+                }
+            }
+            Value::String(text) => {
+                if let Some(note) = confusable_note(text) {
+                    places.push((format!("value at {path}"), note));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut places = Vec::new();
+    if let Ok(value) = serde_json::from_str::<Value>(args) {
+        walk(&value, "", &mut places);
+    }
+    if places.is_empty() {
+        return html! {};
+    }
+    let more = places.len().saturating_sub(SHOWN_CONFUSABLE_PLACES);
+    places.truncate(SHOWN_CONFUSABLE_PLACES);
+    html! {
+        div.notice.refused #confusables role="note" {
+            p { strong { "Look twice:" } " these keys and values hold characters that mix scripts, look like others or are invisible (flagged ⚠ above)." }
+            @for (place, note) in &places {
+                p.confusable { code { (place) } ": " (note) }
+            }
+            @if more > 0 { p { "And " (more) " more key(s) or value(s) like these." } }
         }
     }
 }

@@ -317,6 +317,30 @@ where
     })
 }
 
+/// What a server's annotations claim, in words (`the server claims it is read-only and
+/// not destructive`): each hint MCP defines that is present; `None` when none is.
+fn claimed(annotations: &rmcp::model::ToolAnnotations) -> Option<String> {
+    let hints = [
+        (annotations.read_only_hint, "read-only"),
+        (annotations.destructive_hint, "destructive"),
+        (annotations.idempotent_hint, "idempotent"),
+        (annotations.open_world_hint, "open-world"),
+    ];
+    let words: Vec<String> = hints
+        .into_iter()
+        .filter_map(|(hint, word)| match hint? {
+            true => Some(word.to_owned()),
+            false => Some(format!("not {word}")),
+        })
+        .collect();
+    let (last, rest) = words.split_last()?;
+    Some(if rest.is_empty() {
+        format!("the server claims it is {last}")
+    } else {
+        format!("the server claims it is {} and {last}", rest.join(", "))
+    })
+}
+
 /// Where a remote tool's calls go: its server's peer, once connected. A tool the proxy
 /// registers from its pin before its upstream answered is bound to an empty slot.
 #[derive(Clone, Default)]
@@ -361,12 +385,9 @@ pub(crate) fn remote_tool(
     let mut description = shown.description;
     // Shown, never believed; the host's own description is shown as written.
     if declarations.description_of(&remote.name).is_none()
-        && let Some(annotations) = &remote.annotations
+        && let Some(claims) = remote.annotations.as_ref().and_then(claimed)
     {
-        description.push_str(&format!(
-            " (the server claims: read-only {:?}, destructive {:?})",
-            annotations.read_only_hint, annotations.destructive_hint
-        ));
+        description.push_str(&format!(" ({claims})"));
     }
     if description.trim().is_empty() {
         description = format!("The remote tool `{}`.", remote.name);
@@ -499,5 +520,39 @@ fn resource_parts(resource: &ResourceContents) -> (String, String, u64) {
             "application/octet-stream".to_owned(),
             0,
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::ToolAnnotations;
+
+    use super::claimed;
+
+    #[test]
+    fn annotations_read_in_words() {
+        let claims = |annotations: ToolAnnotations| claimed(&annotations);
+        assert_eq!(
+            claims(ToolAnnotations::new().read_only(true).destructive(false)).as_deref(),
+            Some("the server claims it is read-only and not destructive")
+        );
+        assert_eq!(
+            claims(ToolAnnotations::new().open_world(true)).as_deref(),
+            Some("the server claims it is open-world")
+        );
+        assert_eq!(
+            claims(
+                ToolAnnotations::new()
+                    .read_only(false)
+                    .destructive(true)
+                    .idempotent(false)
+                    .open_world(false)
+            )
+            .as_deref(),
+            Some(
+                "the server claims it is not read-only, destructive, not idempotent and not open-world"
+            )
+        );
+        assert_eq!(claims(ToolAnnotations::with_title("Send")), None);
     }
 }

@@ -359,7 +359,7 @@ pub fn render(changes: &[Change]) -> String {
         Some(Value::String(text)) => format!("{text:?}"),
         Some(other) => canonical_json(other).escape_debug().to_string(),
     };
-    let name = |text: &str| text.escape_debug().to_string();
+    let name = |text: &str| tooltrust::envelope::inert(text).into_owned();
     let mut out = String::new();
     for change in changes {
         // Writing to a String cannot fail.

@@ -26,7 +26,12 @@
 //!   bounded in pages, tools and bytes (`max_listing_pages`, `max_listed_tools`,
 //!   `max_listing_bytes`): one that stalls or floods is unavailable, and the host is
 //!   answered without it. After `list_changed`, an upstream is listed again at most once a
-//!   second, and the tools it adds are recorded one by one only up to a bound.
+//!   second, and the tools it adds are recorded one by one only up to a bound. A reason
+//!   that quotes the upstream (its handshake's or listing's error) is neutralised like a
+//!   description and taints the session likewise.
+//! - **Nor write to a terminal.** What an upstream wrote reaches the proxy's standard
+//!   error (its own standard error too, relayed a line at a time) made inert
+//!   ([`tooltrust::envelope::inert`]): no escape sequence, no line of its own.
 //! - **Nor read its secrets.** An upstream process starts with a cleared environment and
 //!   only [`INHERITED_ENV`] and its configured `env`.
 
@@ -52,6 +57,8 @@ use crate::connect::{
 use crate::metadata::MetadataLimits;
 use crate::pin::{Change, Definition, Lock, LockError, Standing, lock_path};
 use crate::serve::{Listing, ScopeServer};
+
+mod relay;
 
 /// The variables of the proxy's own environment an upstream process inherits (when the
 /// proxy has them); nothing else of it (API keys, tokens) reaches an upstream. Its `env`
@@ -451,15 +458,29 @@ fn describe(error: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// A reason fit for `tools/list`: causes may quote what an upstream said, so it is
-/// neutralised and capped like its metadata.
+/// capped, kept on one line with nothing that drives a display, and neutralised like its
+/// metadata.
 fn shown_reason(text: &str) -> String {
     let mut end = text.len().min(500);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    tooltrust::envelope::neutralise(&text[..end])
-        .text
-        .into_owned()
+    let inert = tooltrust::envelope::inert(&text[..end]);
+    tooltrust::envelope::neutralise(&inert).text.into_owned()
+}
+
+/// Whether an upstream's unavailability quotes what it said: an error of its handshake or
+/// listing carries its words (a tool name that is not a tool name among them). A process
+/// that could not start, or a collision of identifier-shaped names, does not.
+fn quotes_upstream(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if error.is::<crate::ConnectError>() {
+            return true;
+        }
+        next = error.source();
+    }
+    false
 }
 
 fn read_config(path: &Path) -> Result<ProxyConfig, ProxyError> {
@@ -506,9 +527,12 @@ async fn reach(upstream: &Upstream, options: ConnectOptions) -> Result<Remote, U
     match upstream.endpoint() {
         Some(Endpoint::Command { program, args }) => {
             let command = command_of(&program, &args, upstream);
-            let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
-                .stderr(std::process::Stdio::inherit())
+            let (transport, errors) = rmcp::transport::TokioChildProcess::builder(command)
+                .stderr(std::process::Stdio::piped())
                 .spawn()?;
+            if let Some(errors) = errors {
+                tokio::spawn(relay::errors(upstream.name.get_ref().clone(), errors));
+            }
             Ok(connect(transport, &declarations, options).await?)
         }
         Some(Endpoint::Url(url)) => {
@@ -790,6 +814,14 @@ impl Proxy {
         let scope = session
             .open_scope(host.map_err(ProxyError::Id)?)
             .map_err(ProxyError::Scope)?;
+        for (upstream, why) in &unavailable {
+            if quotes_upstream(why.as_ref()) {
+                outsiders_text.push(format!(
+                    "- why upstream {upstream:?} is unavailable: {}",
+                    shown_reason(&describe(why.as_ref()))
+                ));
+            }
+        }
         if config.metadata_taints && !outsiders_text.is_empty() {
             // The host shows these to its model: outsiders' words are in its context
             // before the first call, as if a tool had returned them.
@@ -797,7 +829,7 @@ impl Proxy {
                 .add_untrusted(
                     "tool-metadata",
                     format!(
-                        "Tool descriptions written by upstream servers, as the host was shown them:\n{}",
+                        "Text written by upstream servers, as the host was shown it (tool descriptions, and why an upstream is unavailable):\n{}",
                         outsiders_text.join("\n")
                     ),
                 )
@@ -976,10 +1008,13 @@ async fn watch(mut watched: Watched, guard: Arc<Guard>, log: Arc<AuditLog>) {
                 }
             }
             Err(error) => {
+                // The error may quote the upstream: the audit log keeps it, the host is
+                // told only the proxy's words (a session already open is not tainted).
                 let why = format!(
                     "its upstream said its tools changed, and they could not be listed again: {}",
                     describe(&error)
                 );
+                let shown = "its upstream said its tools changed, and they could not be listed again (the audit log has the error)";
                 for (tool, (local, accepted)) in &watched.accepted {
                     let event = json!({
                         "event": "mcp_tool_withheld",
@@ -989,7 +1024,7 @@ async fn watch(mut watched: Watched, guard: Arc<Guard>, log: Arc<AuditLog>) {
                         "listed": null,
                         "reason": why,
                     });
-                    found.push((Some(local.clone()), event, why.clone()));
+                    found.push((Some(local.clone()), event, shown.to_owned()));
                 }
             }
         }

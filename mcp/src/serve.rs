@@ -10,6 +10,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value};
+use tooltrust::envelope::{confusable_note, is_unseen};
 use tooltrust::gate::Decision;
 use tooltrust::registry::CatalogEntry;
 use tooltrust::review::Verdict;
@@ -34,6 +35,9 @@ pub const DEFAULT_ASKED_ARGUMENTS_BYTES: usize = 4096;
 /// they are context for the person, not what they approve.
 const SHOWN_UNTRUSTED_BLOCKS: usize = 4;
 const SHOWN_UNTRUSTED_BYTES: usize = 600;
+
+/// How many of a call's keys and strings with confusable characters a question names.
+const SHOWN_CONFUSABLE_PLACES: usize = 8;
 
 /// What `tools/list` leaves out and adds to its `_meta`: the guarding proxy's withheld
 /// tools and unavailable upstreams.
@@ -172,7 +176,7 @@ impl ScopeServer {
                 if arguments.len() > self.max_asked_bytes {
                     return refusal(self.not_asked(&call, &id, &decision, arguments.len()).await);
                 }
-                let question = match self.question(&tool, &arguments, &decision) {
+                let question = match self.question(&tool, call.args(), &arguments, &decision) {
                     Ok(question) => question,
                     Err(error) => return refusal(error),
                 };
@@ -374,9 +378,16 @@ impl ScopeServer {
     }
 
     /// What the person is shown: the tool, every argument whole in canonical order, the
-    /// rule and reason; then, last, the latest untrusted content of the session,
+    /// rule and reason, which keys and values hold characters that mix scripts or look
+    /// like others (named); then, last, the latest untrusted content of the session,
     /// neutralised and fenced line by line under a random label, as outsiders' words.
-    fn question(&self, tool: &str, arguments: &str, decision: &Decision) -> Result<String, String> {
+    fn question(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+        arguments: &str,
+        decision: &Decision,
+    ) -> Result<String, String> {
         let fence =
             Id::random().map_err(|error| format!("the question could not be fenced: {error}"))?;
         let untrusted: Vec<tooltrust::block::Block> = self
@@ -387,8 +398,10 @@ impl ScopeServer {
             .filter(|block| block.trust() == tooltrust::Trust::Untrusted)
             .collect();
         let mut question = format!(
-            "A call was held for review ({}: {}).\n\nTool: {tool}\nArguments, every one whole, in canonical order, as JSON:\n{arguments}\nApprove only if this exact call is what you want.",
-            decision.rule, decision.reason,
+            "A call was held for review ({}: {}).\n\nTool: {tool}\nArguments, every one whole, in canonical order, as JSON:\n{arguments}{}\nApprove only if this exact call is what you want.",
+            decision.rule,
+            decision.reason,
+            confusable_places(args),
         );
         if untrusted.is_empty() {
             return Ok(question);
@@ -458,38 +471,12 @@ fn folded(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-/// Whether a character could break a line, or hide or reorder text, where a person
-/// reads it.
-fn unseen(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{AD}'
-                | '\u{34F}'
-                | '\u{61C}'
-                | '\u{115F}'..='\u{1160}'
-                | '\u{17B4}'..='\u{17B5}'
-                | '\u{180B}'..='\u{180F}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{2028}'..='\u{202E}'
-                | '\u{2060}'..='\u{206F}'
-                | '\u{3164}'
-                | '\u{FE00}'..='\u{FE0F}'
-                | '\u{FEFF}'
-                | '\u{FFA0}'
-                | '\u{FFF0}'..='\u{FFFB}'
-                | '\u{1BCA0}'..='\u{1BCA3}'
-                | '\u{1D173}'..='\u{1D17A}'
-                | '\u{E0000}'..='\u{E0FFF}'
-        )
-}
-
 /// JSON text with every character that could break a line, or hide or reorder text,
 /// written as its `\u` escape: still the same JSON value.
 fn escaped(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
-        if unseen(c) {
+        if is_unseen(c) {
             let mut units = [0u16; 2];
             for unit in c.encode_utf16(&mut units) {
                 out.push_str(&format!("\\u{unit:04x}"));
@@ -524,6 +511,69 @@ fn shown_arguments(call: &ToolCall) -> String {
     shown
 }
 
+/// The keys and strings of a call's arguments with characters a person may take for
+/// others (the runtime's [`confusable_note`]), one line each after a heading, or nothing:
+/// `exаmple` and `example` look alike, and the line names the Cyrillic `а`.
+fn confusable_places(args: &Map<String, Value>) -> String {
+    fn walk(value: &Value, place: &str, key: &str, lines: &mut Vec<String>) {
+        match value {
+            Value::String(text) => {
+                if let Some(note) = confusable_note(text) {
+                    lines.push(format!("{place}{key}: {note}"));
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    walk(item, "a string inside ", key, lines);
+                }
+            }
+            Value::Object(fields) => {
+                for (name, field) in fields {
+                    if let Some(note) = confusable_note(name) {
+                        lines.push(format!("a key inside {key} ({}): {note}", shown_key(name)));
+                    }
+                    walk(field, "a string inside ", key, lines);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut keys: Vec<&String> = args.keys().collect();
+    keys.sort_by(|a, b| tooltrust::canonical::cmp_utf16(a, b));
+    let mut lines = Vec::new();
+    for key in keys {
+        let shown = shown_key(key);
+        if let Some(note) = confusable_note(key) {
+            lines.push(format!("the key {shown}: {note}"));
+        }
+        walk(&args[key.as_str()], "the value of ", &shown, &mut lines);
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    let more = lines.len().saturating_sub(SHOWN_CONFUSABLE_PLACES);
+    lines.truncate(SHOWN_CONFUSABLE_PLACES);
+    let mut out = "Look twice: these keys and values hold characters that mix scripts, look like others or are invisible:\n".to_owned();
+    for line in lines {
+        out.push_str("  ");
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if more > 0 {
+        out.push_str(&format!(
+            "  and {more} more key(s) or value(s) like these\n"
+        ));
+    }
+    out
+}
+
+/// A key as the question quotes it: canonical JSON, nothing hidden.
+fn shown_key(key: &str) -> String {
+    escaped(&tooltrust::canonical::canonical_json(&Value::String(
+        key.to_owned(),
+    )))
+}
+
 /// Outsiders' text, every line of it starting with `│ `: whatever it holds (a line that
 /// looks like the end of the fence, a line break of any kind), none of its lines can
 /// read as the question's own. Characters that hide or reorder text are shown as
@@ -539,7 +589,7 @@ fn fenced(text: &str) -> String {
                 out.push_str("\n│ ");
             }
             '\t' => out.push(c),
-            c if unseen(c) => out.push('\u{FFFD}'),
+            c if is_unseen(c) => out.push('\u{FFFD}'),
             c => out.push(c),
         }
     }

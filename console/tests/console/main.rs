@@ -7,4 +7,5 @@ mod common;
 
 mod access;
 mod browser;
+mod confusables;
 mod http;

@@ -13,13 +13,17 @@
 //! - **Action layer**: the gate, which holds even when the model is fooled.
 
 mod compat;
+pub mod confusable;
 pub mod explanation;
+pub mod inert;
 pub mod neutralise;
 pub mod parse;
 pub mod render;
 
 pub use compat::{RETRIEVED_DIRECTIVE, unknown_tool_warning};
+pub use confusable::{Confusable, ConfusableKind, confusable_note, confusables};
 pub use explanation::{STANDING_EXPLANATION, STANDING_EXPLANATION_VERSION};
+pub use inert::{inert, is_unseen};
 pub use neutralise::{Finding, FindingKind, Neutralised, neutralise};
 pub use parse::{ParseError, ParseFault, ParsedBlock, parse, parse_sealed};
 pub use render::{Mode, RenderError, Rendered, Renderer};
