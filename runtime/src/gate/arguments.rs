@@ -208,15 +208,13 @@ impl Constraint {
     /// constraint cannot read it (text that is no number, for a range).
     fn denies(&self, scalar: Scalar<'_>) -> Option<bool> {
         match &self.0 {
-            Kind::Pattern { folded, .. } => {
-                Some(scalar.texts().iter().any(|text| folded.is_match(text)))
-            }
+            Kind::Pattern { folded, .. } => Some(scalar.any_text(|text| folded.is_match(text))),
             Kind::Range { min, max } => scalar.number().map(|number| within(*min, *max, number)),
             Kind::OneOf(set) => {
                 let mut read = false;
                 if !set.texts.is_empty() {
                     read = true;
-                    if scalar.texts().iter().any(|text| set.texts.contains(text)) {
+                    if scalar.any_text(|text| set.texts.iter().any(|name| name == text)) {
                         return Some(true);
                     }
                 }
@@ -395,28 +393,55 @@ impl ArgumentPolicy {
         self
     }
 
-    /// Why a call must be reviewed: the first constrained argument whose value the
-    /// policy cannot judge (after no deny met).
-    fn unjudged(&self, args: &serde_json::Map<String, Value>) -> Option<String> {
+    /// What the deny constraints make of `args`: the first that meets its argument, else
+    /// why the first that cannot read its argument holds the call.
+    fn deny_or_hold(&self, args: &serde_json::Map<String, Value>) -> Option<Decision> {
+        let mut held = None;
         for (argument, constraint) in &self.deny {
-            if let Some(value) = args.get(argument.as_str())
-                && let Finding::Unreadable = constraint.finds(value)
-            {
-                return Some(format!(
-                    "`{argument}` holds a value `{}`'s argument policy cannot read as {}; a review must approve it",
-                    self.tool,
-                    constraint.expected()
-                ));
+            let Some(value) = args.get(argument.as_str()) else {
+                continue;
+            };
+            match constraint.finds(value) {
+                Finding::Met => {
+                    return Some(Decision::deny(
+                        self.name.clone(),
+                        format!(
+                            "`{argument}` is {} among the values `{}`'s argument policy denies",
+                            constraint.describe(),
+                            self.tool
+                        ),
+                    ));
+                }
+                Finding::Unreadable if held.is_none() => {
+                    held = Some(Decision::needs_review(
+                        self.name.clone(),
+                        format!(
+                            "`{argument}` holds a value `{}`'s argument policy cannot read as {}; a review must approve it",
+                            self.tool,
+                            constraint.expected()
+                        ),
+                    ));
+                }
+                Finding::Unreadable | Finding::Clear => {}
             }
         }
+        held
+    }
+
+    /// Why a call must be reviewed: the first allow constraint whose argument has a value
+    /// of another type than its own.
+    fn unexpected(&self, args: &serde_json::Map<String, Value>) -> Option<Decision> {
         self.allow.iter().find_map(|(argument, constraint)| {
             let value = args.get(argument.as_str())?;
             (!constraint.expects(value)).then(|| {
-                format!(
-                    "`{argument}` is {} where `{}`'s argument policy expects {}; a review must approve it",
-                    type_name(value),
-                    self.tool,
-                    constraint.expected()
+                Decision::needs_review(
+                    self.name.clone(),
+                    format!(
+                        "`{argument}` is {} where `{}`'s argument policy expects {}; a review must approve it",
+                        type_name(value),
+                        self.tool,
+                        constraint.expected()
+                    ),
                 )
             })
         })
@@ -434,22 +459,9 @@ impl Rule for ArgumentPolicy {
         }
         let args = cx.call.args();
         // The reasons name the argument, the constraint and types, never the value: the
-        // model reads them.
-        if let Some((argument, constraint)) = self.deny.iter().find(|(argument, constraint)| {
-            args.get(argument.as_str())
-                .is_some_and(|value| matches!(constraint.finds(value), Finding::Met))
-        }) {
-            return Some(Decision::deny(
-                self.name.clone(),
-                format!(
-                    "`{argument}` is {} among the values `{}`'s argument policy denies",
-                    constraint.describe(),
-                    self.tool
-                ),
-            ));
-        }
-        if let Some(reason) = self.unjudged(args) {
-            return Some(Decision::needs_review(self.name.clone(), reason));
+        // model reads them. A deny wins over a hold, a hold over an allow.
+        if let Some(decision) = self.deny_or_hold(args).or_else(|| self.unexpected(args)) {
+            return Some(decision);
         }
         let named = |key: &str| self.allow.iter().any(|(argument, _)| argument == key);
         let allowed = !self.allow.is_empty()

@@ -33,30 +33,26 @@ pub(super) enum Scalar<'a> {
 }
 
 impl Scalar<'_> {
-    /// The texts it reads as: the folded text, its address form, and the address-like
-    /// pieces of that, each once.
-    pub(super) fn texts(self) -> Vec<String> {
-        let mut texts = match self {
-            Scalar::Text(text) => names(text),
-            Scalar::Number(number) => vec![canonical_json(&Value::Number(number.clone()))],
-            Scalar::Bool(value) => vec![value.to_string()],
+    /// Whether `meets` holds for one of the texts it reads as: the folded text, its
+    /// address form, and each address-like piece of that.
+    pub(super) fn any_text(self, mut meets: impl FnMut(&str) -> bool) -> bool {
+        let folded = match self {
+            Scalar::Text(text) => fold(text),
+            Scalar::Number(number) => canonical_json(&Value::Number(number.clone())),
+            Scalar::Bool(value) => value.to_string(),
         };
-        let pieces: Vec<String> = texts
-            .last()
-            .map(|address| {
-                address
-                    .split(is_piece_separator)
-                    .filter(|piece| piece.contains(['@', '.']))
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
-        for piece in pieces {
-            if !texts.contains(&piece) {
-                texts.push(piece);
-            }
+        if meets(&folded) {
+            return true;
         }
-        texts
+        let address = address(&folded);
+        if matches!(address, Cow::Owned(_)) && meets(&address) {
+            return true;
+        }
+        address
+            .split(is_piece_separator)
+            // The whole address is one piece when nothing separates it: already read.
+            .filter(|piece| piece.len() < address.len() && piece.contains(['@', '.']))
+            .any(meets)
     }
 
     /// The number it reads as, if any (never NaN).
@@ -95,8 +91,8 @@ impl Scalar<'_> {
 pub(super) fn names(text: &str) -> Vec<String> {
     let folded = fold(text);
     match address(&folded) {
-        Cow::Owned(address) if address != folded => vec![folded, address],
-        _ => vec![folded],
+        Cow::Owned(address) => vec![folded, address],
+        Cow::Borrowed(_) => vec![folded],
     }
 }
 
@@ -171,6 +167,7 @@ fn address(folded: &str) -> Cow<'_, str> {
     }
     let chars: Vec<char> = folded.chars().collect();
     let mut out = String::with_capacity(folded.len());
+    let mut changed = false;
     let mut i = 0;
     while let Some(&c) = chars.get(i) {
         if !is_dot(c) {
@@ -189,12 +186,18 @@ fn address(folded: &str) -> Cow<'_, str> {
         let ends_host = chars
             .get(end)
             .is_none_or(|&c| !(c.is_alphanumeric() || matches!(c, '-' | '_' | '@')));
-        if !(after_host && ends_host) {
+        if after_host && ends_host {
+            changed = true;
+        } else {
+            changed |= chars[i..end].iter().any(|&c| c != '.');
             out.extend(std::iter::repeat_n('.', end - i));
         }
         i = end;
     }
-    Cow::Owned(out)
+    match changed {
+        true => Cow::Owned(out),
+        false => Cow::Borrowed(folded),
+    }
 }
 
 /// Where an address-like piece of a text ends: between the addresses of a list, around

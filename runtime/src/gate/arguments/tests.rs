@@ -103,7 +103,7 @@ fn readme_policy() -> ArgumentPolicy {
 
 /// Every way of writing `eve@evil.example` the README's deny should see, in a clean
 /// scope where the defaults would run the call with no one asked.
-const EVASIONS: [&str; 18] = [
+const EVASIONS: [&str; 20] = [
     "eve@EVIL.example",
     "EVE@EVIL.EXAMPLE",
     "eve@evil.example\n",
@@ -121,6 +121,8 @@ const EVASIONS: [&str; 18] = [
     "eve@evil.\u{1D5BE}\u{1D5D1}ample",
     "Eve <eve@evil.example>",
     "eve@evil.example, ann@example.com",
+    "eve@evil.example;",
+    "ann@example.com;eve@evil.example.;",
     "mailto:eve@evil.example.",
 ];
 
