@@ -13,7 +13,8 @@
 //!   names `eve@evil.example`.
 //! - A number reads as its canonical JSON text as well, and a string as a number when its
 //!   folded text is a decimal number (`"５"`, `" 5 "`, `"+5"`, `"5e0"`, `"1_000"`,
-//!   `"inf"`): a tool that coerces it gets that number. `true` and `false` read alike.
+//!   `"inf"`): a tool that coerces it gets that number. Text that folds to `true` or
+//!   `false` reads as that boolean.
 //! - `null` reads as nothing: it names no value.
 
 use std::borrow::Cow;

@@ -328,12 +328,28 @@ fn a_deny_pattern_ignores_ascii_case_and_reads_numbers_and_keys() {
         ArgumentPolicy::new("send_email")
             .deny("to", Constraint::pattern(r"@EVIL\.Example$").unwrap())
             .deny("phone", Constraint::pattern("^555").unwrap())
+            .deny(
+                "url",
+                Constraint::pattern(r"^https?://evil\.example(/|:|$)").unwrap(),
+            )
     };
     let ruling = |args: Value| decide_with(policy(), Taint::Clean, args).ruling;
     assert_eq!(ruling(json!({"to": "eve@evil.example"})), Ruling::Deny);
     assert_eq!(ruling(json!({"phone": 5_551_234})), Ruling::Deny);
     assert_eq!(ruling(json!({"phone": {"5551234": true}})), Ruling::Deny);
     assert_eq!(ruling(json!({"phone": "１５５５"})), Ruling::Allow);
+    for url in [
+        "https://EVIL.example./page",
+        "https://evil.example.:443/",
+        "HTTPS://evil\u{3002}example",
+        "see https://evil.example./",
+    ] {
+        assert_eq!(ruling(json!({"url": url})), Ruling::Deny, "{url}");
+    }
+    assert_eq!(
+        ruling(json!({"url": "https://evil.example.org/"})),
+        Ruling::Allow
+    );
     // Nothing a pattern can be shown is unreadable to it.
     assert_eq!(ruling(json!({"phone": [null, false, 1]})), Ruling::Allow);
 }
