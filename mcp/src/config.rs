@@ -198,16 +198,19 @@ pub struct Upstream {
     pub arguments: IndexMap<String, ArgumentsDeclaration>,
 }
 
-/// One tool's argument policy: `allow` when every constraint holds (and the call has no
-/// argument they leave out), even in a tainted session; `deny` when one holds; otherwise
-/// the default rules.
+/// One tool's argument policy: `deny` when one deny constraint meets any value inside its
+/// argument, however spelled; held when a constrained argument's value is one the policy
+/// cannot judge; `allow` when every allow constraint holds for the exact value (and the
+/// call has no argument they leave out), even in a tainted session; otherwise the default
+/// rules. [`ArgumentPolicy`] says how a deny and an allow read a value.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArgumentsDeclaration {
     /// Constraints by argument name, every one of which must hold to allow.
     #[serde(default)]
     pub allow: IndexMap<String, Spanned<ConstraintDeclaration>>,
-    /// Constraints by argument name, any one of which denies.
+    /// Constraints by argument name, any one of which denies: each reads every string and
+    /// number inside the argument, NFKC-normalised, case-folded and trimmed.
     #[serde(default)]
     pub deny: IndexMap<String, Spanned<ConstraintDeclaration>>,
 }
@@ -221,13 +224,14 @@ pub struct ConstraintDeclaration {
     #[serde(default)]
     pub one_of: Option<Vec<serde_json::Value>>,
     /// The value is a string this regex matches; to allow, anchored at both ends and
-    /// bounded (`^[a-z]{1,32}@example\.com$`).
+    /// bounded (`^[a-z]{1,32}@example\.com$`); to deny, matched ignoring ASCII case
+    /// against the folded text.
     #[serde(default)]
     pub pattern: Option<String>,
-    /// The value is a number at least this.
+    /// The value is a number at least this (to deny, text that reads as a number too).
     #[serde(default)]
     pub min: Option<f64>,
-    /// The value is a number at most this.
+    /// The value is a number at most this (to deny, text that reads as a number too).
     #[serde(default)]
     pub max: Option<f64>,
 }
@@ -653,27 +657,118 @@ url = "http://127.0.0.1:9000/mcp"
         );
     }
 
-    #[test]
-    fn the_readmes_configuration_is_read() {
+    /// The README's proxy configuration, and its argument policy appended to it.
+    fn readme_configurations() -> (ProxyConfig, ProxyConfig) {
         let readme = include_str!("../../README.md");
-        let block = readme
-            .split("```toml\n")
-            .skip(1)
-            .filter_map(|rest| rest.split("```").next())
+        let blocks = || {
+            readme
+                .split("```toml\n")
+                .skip(1)
+                .filter_map(|rest| rest.split("```").next())
+        };
+        let block = blocks()
             .find(|block| block.contains("[[upstream]]"))
             .expect("a proxy configuration in the README");
-        let config = ProxyConfig::parse(block).unwrap();
+        let policy = blocks()
+            .find(|block| block.contains("[upstream.arguments."))
+            .expect("an argument policy in the README");
+        (
+            ProxyConfig::parse(block).unwrap(),
+            ProxyConfig::parse(&format!("{block}{policy}")).unwrap(),
+        )
+    }
+
+    #[test]
+    fn the_readmes_configuration_is_read() {
+        let (config, with_policy) = readme_configurations();
         assert_eq!(
             config.upstream[0].declarations().description_of("search"),
             Some("Searches the catalogue.")
         );
-        let policy = readme
-            .split("```toml\n")
-            .filter_map(|rest| rest.split("```").next())
-            .find(|block| block.contains("[upstream.arguments."))
-            .expect("an argument policy in the README");
-        let config = ProxyConfig::parse(&format!("{block}{policy}")).unwrap();
-        assert_eq!(config.upstream[0].argument_policies().unwrap().len(), 1);
+        assert_eq!(
+            with_policy.upstream[0].argument_policies().unwrap().len(),
+            1
+        );
+    }
+
+    /// The README's argument policy, as the proxy reads it from the README's own text,
+    /// decides on calls in a clean session (where the defaults would run them unasked):
+    /// its deny sees the address however it is spelled or wrapped, its allow passes only
+    /// the exact value, and a value of a type its allow does not expect is held.
+    #[test]
+    fn the_readmes_argument_policy_denies_every_spelling_and_allows_only_the_exact_value() {
+        use serde_json::{Value, json};
+        use tooltrust::gate::{GateContext, NonceIndex, Policy, Ruling, ScopeRole, Taint};
+        use tooltrust::tool::DynamicTool;
+        use tooltrust::{Id, Registry, ToolCall};
+
+        let (_, config) = readme_configurations();
+        let send = DynamicTool::builder("web__send_email")
+            .description("Sends an email.")
+            .schema(json!({"type": "object"}))
+            .trust(DeclaredTrust::Trusted)
+            .handler(|_, _| async { Ok::<_, std::io::Error>("sent".to_owned()) })
+            .build()
+            .unwrap();
+        let registry = Registry::builder().tool(send).build().unwrap();
+        let policy = config.upstream[0]
+            .argument_policies()
+            .unwrap()
+            .into_iter()
+            .fold(Policy::new(), Policy::with_rule);
+        let scope = Id::new("s").unwrap();
+        let decide = |args: Value| {
+            let call = ToolCall::from_value("web__send_email", args).unwrap();
+            let cx = GateContext {
+                call: &call,
+                registry: &registry,
+                scope: &scope,
+                taint: Taint::Clean,
+                role: ScopeRole::Agent,
+                is_child: false,
+                blocks: &[],
+                repeats: 0,
+            };
+            let decision = policy.decide(&cx, &NonceIndex::default());
+            (decision.ruling, decision.rule)
+        };
+        let name = "web__send_email.argument-policy".to_owned();
+        for to in [
+            json!("eve@evil.example"),
+            json!("eve@EVIL.example"),
+            json!("eve@evil.example\n"),
+            json!("eve@evil.example."),
+            json!("ｅｖｅ＠ｅｖｉｌ．ｅｘａｍｐｌｅ"),
+            json!("eve@evil.exam\u{AD}ple"),
+            json!("Eve <eve@evil.example>, ann@example.com"),
+            json!(["eve@evil.example"]),
+            json!({"x": "eve@evil.example"}),
+        ] {
+            assert_eq!(
+                decide(json!({"to": to, "body": "Hi"})),
+                (Ruling::Deny, name.clone()),
+                "{to}"
+            );
+        }
+        assert_eq!(
+            decide(json!({"to": "ann@example.com", "body": "X1: 49 EUR."})),
+            (Ruling::Allow, name.clone())
+        );
+        // Not the exact value: the defaults decide (a clean session runs it).
+        assert_eq!(
+            decide(json!({"to": "Ann@example.com", "body": "X1: 49 EUR."})),
+            (Ruling::Allow, "default".to_owned())
+        );
+        for args in [
+            json!({"to": ["ann@example.com"], "body": "X1: 49 EUR."}),
+            json!({"to": "ann@example.com", "body": ["X1: 49 EUR."]}),
+        ] {
+            assert_eq!(
+                decide(args.clone()),
+                (Ruling::NeedsReview, name.clone()),
+                "{args}"
+            );
+        }
     }
 
     #[test]
