@@ -24,6 +24,7 @@ pub mod demo;
 mod metadata;
 pub mod pin;
 pub mod proxy;
+pub mod sandbox;
 mod serve;
 pub mod stdio;
 

@@ -23,7 +23,8 @@
 //!   unavailable — recorded, reported on standard error and in `tools/list`'s `_meta` —
 //!   and the others serve.
 //! - **Nor read its secrets.** An upstream process starts with a cleared environment and
-//!   only [`INHERITED_ENV`] and its configured `env`.
+//!   only [`INHERITED_ENV`] and its configured `env`, in a sandbox that keeps it from the
+//!   proxy's files, the user's home and the proxy's `/proc` entries ([`crate::sandbox`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -44,6 +45,7 @@ use crate::config::{ConfigError, Endpoint, Mode, PinMode, ProxyConfig, Upstream}
 use crate::connect::{ConnectOptions, Connection, Remote, connect};
 use crate::metadata::MetadataLimits;
 use crate::pin::{Change, Definition, Lock, LockError, Standing, lock_path};
+use crate::sandbox::Jail;
 use crate::serve::{Listing, ScopeServer};
 
 /// The variables of the proxy's own environment an upstream process inherits (when the
@@ -89,6 +91,9 @@ pub enum ProxyError {
     /// The lock file of pinned tool definitions was refused.
     #[error("the lock file was refused")]
     Lock(#[source] LockError),
+    /// The proxy could not close its `/proc` entries to its upstreams.
+    #[error("cannot make the proxy non-dumpable")]
+    Harden(#[source] std::io::Error),
     /// An upstream could not be reached, when every one must be (to pin them).
     #[error("upstream {upstream:?} is unavailable")]
     Upstream {
@@ -256,7 +261,7 @@ fn read_config(path: &Path) -> Result<ProxyConfig, ProxyError> {
 
 /// The directory paths in the configuration are relative to, never wherever the host
 /// started us.
-fn config_dir(path: &Path) -> &Path {
+pub(crate) fn config_dir(path: &Path) -> &Path {
     path.parent().unwrap_or(Path::new("."))
 }
 
@@ -281,12 +286,17 @@ fn command_of(program: &str, args: &[String], upstream: &Upstream) -> Command {
     command
 }
 
-/// Starts or reaches `upstream` and lists its tools.
-async fn reach(upstream: &Upstream, options: ConnectOptions) -> Result<Remote, Unavailable> {
+/// Starts (in its sandbox) or reaches `upstream` and lists its tools.
+async fn reach(
+    upstream: &Upstream,
+    options: ConnectOptions,
+    jail: &Jail,
+) -> Result<Remote, Unavailable> {
     let declarations = upstream.declarations();
     match upstream.endpoint() {
         Some(Endpoint::Command { program, args }) => {
-            let command = command_of(&program, &args, upstream);
+            let mut command = command_of(&program, &args, upstream);
+            jail.confine(&mut command, upstream, &program)?;
             let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
                 .stderr(std::process::Stdio::inherit())
                 .spawn()?;
@@ -324,7 +334,12 @@ impl Proxy {
     /// [`Proxy::unavailable`], and its tools stay unknown), checks the tools against
     /// their pins, and opens the session's scope — tainted if the host is shown text an
     /// upstream wrote.
+    ///
+    /// It first makes itself non-dumpable ([`crate::sandbox::harden`]), and says on
+    /// standard error and in the audit log which upstreams run less sandboxed than the
+    /// defaults.
     pub async fn start(path: &Path) -> Result<Proxy, ProxyError> {
+        crate::sandbox::harden().map_err(ProxyError::Harden)?;
         let config = read_config(path)?;
         let dir = config_dir(path).join(&config.audit_log);
         let writer = match &config.audit_key {
@@ -372,6 +387,11 @@ impl Proxy {
         let mut withheld = Vec::new();
         let mut events = Vec::new();
         let mut outsiders_text = Vec::new();
+        let jail = Jail::new(path, &config);
+        for note in jail.notes(&config.upstream) {
+            eprintln!("tooltrust: {}", note.text);
+            events.extend(note.event());
+        }
         for upstream in &config.upstream {
             let name = upstream.name.get_ref().clone();
             let changed = Arc::new(Notify::new());
@@ -381,7 +401,7 @@ impl Proxy {
                 tools_changed: Some(Arc::clone(&changed)),
                 ..ConnectOptions::default()
             };
-            let remote = match reach(upstream, options).await {
+            let remote = match reach(upstream, options, &jail).await {
                 Ok(remote) => remote,
                 Err(error) => {
                     unavailable.push((name, error));
@@ -725,7 +745,12 @@ async fn watch(mut watched: Watched, guard: Arc<Guard>, log: Arc<AuditLog>) {
 /// The definitions every upstream of the configuration at `path` lists now; fails if one
 /// cannot be reached.
 async fn definitions(path: &Path) -> Result<Vec<(String, Vec<Definition>)>, ProxyError> {
+    crate::sandbox::harden().map_err(ProxyError::Harden)?;
     let config = read_config(path)?;
+    let jail = Jail::new(path, &config);
+    for note in jail.notes(&config.upstream) {
+        eprintln!("tooltrust: {}", note.text);
+    }
     let mut all = Vec::with_capacity(config.upstream.len());
     for upstream in &config.upstream {
         let name = upstream.name.get_ref().clone();
@@ -733,7 +758,7 @@ async fn definitions(path: &Path) -> Result<Vec<(String, Vec<Definition>)>, Prox
             prefix: format!("{name}__"),
             ..ConnectOptions::default()
         };
-        match reach(upstream, options).await {
+        match reach(upstream, options, &jail).await {
             Ok(remote) => {
                 let definitions = remote
                     .listed()
