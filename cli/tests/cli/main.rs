@@ -15,3 +15,4 @@ mod console;
 mod mcp_proxy;
 mod pending;
 mod render_verify;
+mod sandbox;
