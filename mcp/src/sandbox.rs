@@ -261,8 +261,14 @@ fn executable(path: &Path) -> bool {
 }
 
 impl Jail {
-    /// The sandbox of the upstreams of `config`, read from `path`.
+    /// The sandbox of the upstreams of `config`, read from `path`, for the user whose
+    /// home is the proxy's `HOME`.
     pub fn new(path: &Path, config: &ProxyConfig) -> Jail {
+        let home = std::env::var_os("HOME").filter(|home| !home.is_empty());
+        Jail::of(path, config, home.as_deref().map(Path::new))
+    }
+
+    fn of(path: &Path, config: &ProxyConfig, home: Option<&Path>) -> Jail {
         let dir = crate::proxy::config_dir(path).to_owned();
         let mut protected = vec![
             (resolve(path), "configuration"),
@@ -291,9 +297,7 @@ impl Jail {
         Jail {
             dir,
             protected,
-            home: std::env::var_os("HOME")
-                .filter(|home| !home.is_empty())
-                .map(|home| resolve(Path::new(&home))),
+            home: home.map(resolve),
             support: support(),
         }
     }
@@ -596,3 +600,6 @@ mod imp {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
