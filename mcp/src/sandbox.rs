@@ -6,11 +6,19 @@
 //! - The proxy makes itself non-dumpable at start ([`harden`]): its `/proc` entries
 //!   (`environ`, `mem`, …) are then unreadable to other processes of the same user.
 //! - On Linux, each stdio upstream starts in a Landlock domain (built before the fork,
-//!   entered between fork and exec), reaching only [the defaults](Jail) and what its
+//!   entered between fork and exec), reaching only the defaults below and what its
 //!   `sandbox = { read = [...], write = [...] }` grants; it cannot signal the proxy or read
 //!   other processes' memory or environment either. A grant may not hold, or lie in, one of
 //!   the proxy's own files (Landlock can only allow, never carve an exception out of an
 //!   allowed directory).
+//!
+//!   The defaults: read and execute `/usr`, `/lib`, `/lib32`, `/lib64`, `/bin`, `/sbin`,
+//!   `/etc`, `/opt`, `/nix/store` and the directory of the upstream's program; read
+//!   `/dev/zero`, `/dev/random`, `/dev/urandom`; read and write `/dev/null` and everything
+//!   beneath `/tmp`. A default that holds (or lies within) one of the proxy's files or the
+//!   user's home directory is left out, and the proxy says so. Nothing else: no home
+//!   directory, no `/proc` (so no `/proc/<proxy>/cmdline` either), no `/sys`, no `/run`.
+//!   Network access is not restricted.
 //! - `sandbox = false`, a kernel without Landlock (or with an older Landlock than the proxy
 //!   asks for), or another platform: the upstream runs with less or no confinement, and
 //!   the proxy says so at start, on standard error and in the audit log.
@@ -160,14 +168,6 @@ enum Support {
 
 /// The sandbox of one proxy's upstreams: the proxy's own files, which no upstream may
 /// reach, and what this system can enforce.
-///
-/// The defaults, which no grant is needed for: read and execute `/usr`, `/lib`, `/lib32`,
-/// `/lib64`, `/bin`, `/sbin`, `/etc`, `/opt`, `/nix/store` and the directory of the
-/// upstream's program; read `/dev/zero`, `/dev/random`, `/dev/urandom`; read and write
-/// `/dev/null` and everything beneath `/tmp`. A default that holds (or lies within) one of
-/// the proxy's files or the user's home directory is left out, and the proxy says so.
-/// Nothing else: no home directory, no `/proc` (so no `/proc/<proxy>/cmdline` either),
-/// no `/sys`, no `/run`. Network access is not restricted.
 pub(crate) struct Jail {
     /// Relative grants are relative to this: the configuration's directory.
     dir: PathBuf,
