@@ -194,6 +194,10 @@ const WRITABLE: [&str; 2] = ["/dev/null", "/tmp"];
 
 /// What a rule allows beneath its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "only Linux has Landlock")
+)]
 enum Access {
     /// Read and execute.
     Read,
@@ -203,6 +207,10 @@ enum Access {
 
 /// The rules of one upstream's sandbox, and the defaults left out of it (and why).
 #[derive(Debug, Default)]
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "only Linux has Landlock")
+)]
 struct Plan {
     rules: Vec<(PathBuf, Access)>,
     left_out: Vec<String>,
