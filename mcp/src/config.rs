@@ -196,6 +196,10 @@ pub struct Upstream {
     /// call from its arguments alone, without asking anyone.
     #[serde(default)]
     pub arguments: IndexMap<String, ArgumentsDeclaration>,
+    /// The sandbox its command runs in: by default the [`crate::sandbox`] defaults only;
+    /// `{ read = [...], write = [...] }` grants more; `false` runs it unsandboxed.
+    #[serde(default)]
+    pub sandbox: Option<Spanned<crate::sandbox::Sandbox>>,
 }
 
 /// One tool's argument policy: `deny` when one deny constraint meets any value inside its
@@ -385,6 +389,14 @@ impl ProxyConfig {
                         message: format!(
                             "key `url` of upstream {name:?}, value {:?}: an http:// or https:// URL",
                             url.get_ref()
+                        ),
+                    });
+                }
+                (None, Some(_)) if upstream.sandbox.is_some() => {
+                    return Err(ConfigError {
+                        line: upstream.sandbox.as_ref().and_then(|s| at(s.span())),
+                        message: format!(
+                            "key `sandbox` of upstream {name:?}: only a `command` upstream runs in a sandbox"
                         ),
                     });
                 }

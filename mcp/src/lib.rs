@@ -11,7 +11,8 @@
 //!   declares ([`Declarations`]), never the trust the server claims.
 //!
 //! - [`proxy`] is the guarding proxy behind `tooltrust mcp proxy --config FILE`, configured
-//!   by [`config::ProxyConfig`]; [`demo`] is a small upstream to try it with.
+//!   by [`config::ProxyConfig`], its stdio upstreams started in a [`sandbox`]; [`demo`] is
+//!   a small upstream to try it with.
 //!
 //! The core crate stays free of an async runtime; this one brings tokio through rmcp.
 
@@ -24,6 +25,7 @@ pub mod demo;
 mod metadata;
 pub mod pin;
 pub mod proxy;
+pub mod sandbox;
 mod serve;
 pub mod stdio;
 

@@ -33,7 +33,8 @@
 //!   error (its own standard error too, relayed a line at a time) made inert
 //!   ([`tooltrust::envelope::inert`]): no escape sequence, no line of its own.
 //! - **Nor read its secrets.** An upstream process starts with a cleared environment and
-//!   only [`INHERITED_ENV`] and its configured `env`.
+//!   only [`INHERITED_ENV`] and its configured `env`, in a sandbox that keeps it from the
+//!   proxy's files, the user's home and the proxy's `/proc` entries ([`crate::sandbox`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -56,6 +57,7 @@ use crate::connect::{
 };
 use crate::metadata::MetadataLimits;
 use crate::pin::{Change, Definition, Lock, LockError, Standing, lock_path};
+use crate::sandbox::Jail;
 use crate::serve::{Listing, ScopeServer};
 
 mod relay;
@@ -103,6 +105,9 @@ pub enum ProxyError {
     /// The lock file of pinned tool definitions was refused.
     #[error("the lock file was refused")]
     Lock(#[source] LockError),
+    /// The proxy could not close its `/proc` entries to its upstreams.
+    #[error("cannot make the proxy non-dumpable")]
+    Harden(#[source] std::io::Error),
     /// An upstream could not be reached, when every one must be (to pin them).
     #[error("upstream {upstream:?} is unavailable")]
     Upstream {
@@ -273,7 +278,12 @@ struct Attempt {
 }
 
 impl Attempt {
-    fn start(upstream: &Upstream, limits: MetadataLimits, listing: ListingLimits) -> Attempt {
+    fn start(
+        upstream: &Upstream,
+        limits: MetadataLimits,
+        listing: ListingLimits,
+        jail: &Arc<Jail>,
+    ) -> Attempt {
         let changed = Arc::new(Notify::new());
         let options = ConnectOptions {
             prefix: format!("{}__", upstream.name.get_ref()),
@@ -289,7 +299,8 @@ impl Attempt {
         let task = {
             let upstream = upstream.clone();
             let options = options.clone();
-            tokio::spawn(async move { reach(&upstream, options).await })
+            let jail = Arc::clone(jail);
+            tokio::spawn(async move { reach(&upstream, options, &jail).await })
         };
         Attempt {
             task,
@@ -496,7 +507,7 @@ fn read_config(path: &Path) -> Result<ProxyConfig, ProxyError> {
 
 /// The directory paths in the configuration are relative to, never wherever the host
 /// started us.
-fn config_dir(path: &Path) -> &Path {
+pub(crate) fn config_dir(path: &Path) -> &Path {
     path.parent().unwrap_or(Path::new("."))
 }
 
@@ -521,12 +532,17 @@ fn command_of(program: &str, args: &[String], upstream: &Upstream) -> Command {
     command
 }
 
-/// Starts or reaches `upstream` and lists its tools.
-async fn reach(upstream: &Upstream, options: ConnectOptions) -> Result<Remote, Unavailable> {
+/// Starts (in its sandbox) or reaches `upstream` and lists its tools.
+async fn reach(
+    upstream: &Upstream,
+    options: ConnectOptions,
+    jail: &Jail,
+) -> Result<Remote, Unavailable> {
     let declarations = upstream.declarations();
     match upstream.endpoint() {
         Some(Endpoint::Command { program, args }) => {
-            let command = command_of(&program, &args, upstream);
+            let mut command = command_of(&program, &args, upstream);
+            jail.confine(&mut command, upstream, &program)?;
             let (transport, errors) = rmcp::transport::TokioChildProcess::builder(command)
                 .stderr(std::process::Stdio::piped())
                 .spawn()?;
@@ -567,7 +583,12 @@ impl Proxy {
     /// [`Proxy::unavailable`], and its tools stay unknown), checks the tools against
     /// their pins, and opens the session's scope — tainted if the host is shown text an
     /// upstream wrote.
+    ///
+    /// It first makes itself non-dumpable ([`crate::sandbox::harden`]), and says on
+    /// standard error and in the audit log which upstreams run less sandboxed than the
+    /// defaults.
     pub async fn start(path: &Path) -> Result<Proxy, ProxyError> {
+        crate::sandbox::harden().map_err(ProxyError::Harden)?;
         let config = read_config(path)?;
         let dir = config_dir(path).join(&config.audit_log);
         let writer = match &config.audit_key {
@@ -615,13 +636,18 @@ impl Proxy {
         let mut withheld = Vec::new();
         let mut events = Vec::new();
         let mut outsiders_text = Vec::new();
+        let jail = Arc::new(Jail::new(path, &config));
+        for note in jail.notes(&config.upstream) {
+            eprintln!("tooltrust: {}", note.text);
+            events.extend(note.event());
+        }
         // Every upstream starts at once, each within the listing's time limit: the host
         // waits for the slowest one at most that long.
         let listing = config.listing_limits();
         let attempts: Vec<Attempt> = config
             .upstream
             .iter()
-            .map(|upstream| Attempt::start(upstream, limits, listing))
+            .map(|upstream| Attempt::start(upstream, limits, listing, &jail))
             .collect();
         // The host waits for the slowest upstream at most this long; an attempt still
         // running then goes on, and its pinned tools are listed if it answers.
@@ -1073,7 +1099,12 @@ async fn watch(mut watched: Watched, guard: Arc<Guard>, log: Arc<AuditLog>) {
 /// The definitions every upstream of the configuration at `path` lists now; fails if one
 /// cannot be reached.
 async fn definitions(path: &Path) -> Result<Vec<(String, Vec<Definition>)>, ProxyError> {
+    crate::sandbox::harden().map_err(ProxyError::Harden)?;
     let config = read_config(path)?;
+    let jail = Jail::new(path, &config);
+    for note in jail.notes(&config.upstream) {
+        eprintln!("tooltrust: {}", note.text);
+    }
     let mut all = Vec::with_capacity(config.upstream.len());
     for upstream in &config.upstream {
         let name = upstream.name.get_ref().clone();
@@ -1082,7 +1113,7 @@ async fn definitions(path: &Path) -> Result<Vec<(String, Vec<Definition>)>, Prox
             listing: config.listing_limits(),
             ..ConnectOptions::default()
         };
-        match reach(upstream, options).await {
+        match reach(upstream, options, &jail).await {
             Ok(remote) => {
                 let definitions = remote
                     .listed()

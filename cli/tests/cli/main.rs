@@ -16,3 +16,4 @@ mod mcp_proxy;
 mod mcp_shown;
 mod pending;
 mod render_verify;
+mod sandbox;

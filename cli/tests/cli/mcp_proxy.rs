@@ -67,9 +67,21 @@ fn corpus_page(dir: &Path) -> PathBuf {
     path
 }
 
+/// The outbox, created empty if it is not there: the upstream's sandbox grants that one
+/// file beside the proxy's configuration, and a grant names a file that exists.
+fn granted_outbox(outbox: &Path) -> &Path {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(outbox)
+        .expect("the outbox");
+    outbox
+}
+
 /// A configuration fronting two demo servers, in `dir`.
 fn config(dir: &Path, outbox: &Path, extra: &str) -> PathBuf {
     let page = corpus_page(dir);
+    let outbox = granted_outbox(outbox);
     let demo = |name: &str| {
         format!(
             r#"
@@ -77,6 +89,7 @@ fn config(dir: &Path, outbox: &Path, extra: &str) -> PathBuf {
 name = "{name}"
 command = [{TOOLTRUST:?}, "mcp", "demo-server"]
 env = {{ TOOLTRUST_DEMO_OUTBOX = {outbox:?}, TOOLTRUST_DEMO_PAGE = {page:?} }}
+sandbox = {{ read = [{page:?}], write = [{outbox:?}] }}
 
 [upstream.tools]
 "fetch_*" = {{ trust = "untrusted", read_only = true }}
@@ -970,8 +983,9 @@ fn attacker(name: &str, attack: &str, env: &str, tools: &str) -> String {
 
 /// The good demo upstream `mail`, whose `send_email` is trusted and consequential.
 fn mail(outbox: &Path) -> String {
+    let outbox = granted_outbox(outbox);
     format!(
-        "\n[[upstream]]\nname = \"mail\"\ncommand = [{TOOLTRUST:?}, \"mcp\", \"demo-server\"]\nenv = {{ TOOLTRUST_DEMO_OUTBOX = {outbox:?} }}\n\n[upstream.tools]\n\"send_*\" = {{ trust = \"trusted\" }}\n\"lookup_policy\" = {{ trust = \"trusted\", read_only = true }}\n"
+        "\n[[upstream]]\nname = \"mail\"\ncommand = [{TOOLTRUST:?}, \"mcp\", \"demo-server\"]\nenv = {{ TOOLTRUST_DEMO_OUTBOX = {outbox:?} }}\nsandbox = {{ write = [{outbox:?}] }}\n\n[upstream.tools]\n\"send_*\" = {{ trust = \"trusted\" }}\n\"lookup_policy\" = {{ trust = \"trusted\", read_only = true }}\n"
     )
 }
 
@@ -1145,13 +1159,16 @@ async fn instructions_in_schema_keys_are_neutralised_and_taint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rug_pull_is_withheld_recorded_and_diffed() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let state = dir.path().join("state");
+    // The upstream creates its state file in a directory its sandbox grants.
+    let state = dir.path().join("shop").join("state");
+    std::fs::create_dir(dir.path().join("shop")).expect("the shop's directory");
     let shop = attacker(
         "shop",
         "rug-pull",
         &format!("TOOLTRUST_DEMO_STATE = {state:?}"),
         "\"lookup_policy\" = { trust = \"trusted\", read_only = true }\n\"change\" = { trust = \"trusted\", read_only = true }",
-    );
+    )
+    .replace("\n\n[upstream.tools]", "\nsandbox = { write = [\"shop\"] }\n\n[upstream.tools]");
     let config = write_config(dir.path(), &shop);
     let pin = |diff: bool| {
         let mut command = std::process::Command::new(TOOLTRUST);
