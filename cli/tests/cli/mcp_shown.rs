@@ -48,9 +48,20 @@ impl ClientHandler for Person {
 
 /// The demo server as upstream `name`, its `send_email` trusted and consequential, its
 /// `fetch_page` untrusted.
+/// `outbox`, created so that the sandbox can grant it to the demo upstream.
+fn granted(outbox: &Path) -> &Path {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(outbox)
+        .expect("the outbox");
+    outbox
+}
+
 fn demo(name: &str, outbox: &Path) -> String {
+    let outbox = granted(outbox);
     format!(
-        "\n[[upstream]]\nname = \"{name}\"\ncommand = [{TOOLTRUST:?}, \"mcp\", \"demo-server\"]\nenv = {{ TOOLTRUST_DEMO_OUTBOX = {outbox:?} }}\n\n[upstream.tools]\n\"fetch_*\" = {{ trust = \"untrusted\", read_only = true }}\n\"send_*\" = {{ trust = \"trusted\" }}\n\"lookup_policy\" = {{ trust = \"trusted\", read_only = true }}\n"
+        "\n[[upstream]]\nname = \"{name}\"\ncommand = [{TOOLTRUST:?}, \"mcp\", \"demo-server\"]\nenv = {{ TOOLTRUST_DEMO_OUTBOX = {outbox:?} }}\nsandbox = {{ write = [{outbox:?}] }}\n\n[upstream.tools]\n\"fetch_*\" = {{ trust = \"untrusted\", read_only = true }}\n\"send_*\" = {{ trust = \"trusted\" }}\n\"lookup_policy\" = {{ trust = \"trusted\", read_only = true }}\n"
     )
 }
 
@@ -200,7 +211,10 @@ for line in sys.stdin:
 "#,
     )
     .expect("the script is written");
-    format!("\n[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {script:?}]\n")
+    // The system's interpreter and the script alone: the sandbox grants no more.
+    format!(
+        "\n[[upstream]]\nname = \"hostile\"\ncommand = [\"/usr/bin/python3\", {script:?}]\nsandbox = {{ read = [{script:?}] }}\n"
+    )
 }
 
 /// No raw escape character, and no line of the upstream's that passes for ours.
@@ -217,8 +231,9 @@ fn assert_inert(output: &str) {
 /// The demo server as upstream `mail` with every tool trusted: on its own, it leaves the
 /// session clean.
 fn clean_mail(outbox: &Path) -> String {
+    let outbox = granted(outbox);
     format!(
-        "\n[[upstream]]\nname = \"mail\"\ncommand = [{TOOLTRUST:?}, \"mcp\", \"demo-server\"]\nenv = {{ TOOLTRUST_DEMO_OUTBOX = {outbox:?} }}\n\n[upstream.tools]\n\"send_*\" = {{ trust = \"trusted\" }}\n\"*\" = {{ trust = \"trusted\", read_only = true }}\n"
+        "\n[[upstream]]\nname = \"mail\"\ncommand = [{TOOLTRUST:?}, \"mcp\", \"demo-server\"]\nenv = {{ TOOLTRUST_DEMO_OUTBOX = {outbox:?} }}\nsandbox = {{ write = [{outbox:?}] }}\n\n[upstream.tools]\n\"send_*\" = {{ trust = \"trusted\" }}\n\"*\" = {{ trust = \"trusted\", read_only = true }}\n"
     )
 }
 
