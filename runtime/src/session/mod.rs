@@ -26,6 +26,7 @@ mod error;
 mod journal;
 mod lineage;
 mod scope;
+mod spill;
 mod state;
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -61,6 +62,8 @@ struct Inner {
     journal: Journal,
     holding: Holding,
     approvals: Option<Arc<dyn Approvals>>,
+    /// Stores forgotten blocks' text, when the session has a memory budget.
+    spill: Option<spill::Spill>,
 }
 
 /// Builds a [`Session`].
@@ -158,14 +161,18 @@ impl SessionBuilder {
         let recorder = self
             .recorder
             .unwrap_or_else(|| Arc::new(MemoryRecorder::new()));
+        let quarantine = self
+            .quarantine
+            .unwrap_or_else(|| Arc::new(MemoryStore::new()));
         Ok(Session {
             inner: Arc::new(Inner {
                 registry: self.registry,
                 renderer,
                 policy: self.policy,
-                quarantine: self
-                    .quarantine
-                    .unwrap_or_else(|| Arc::new(MemoryStore::new())),
+                spill: self
+                    .max_kept_bytes
+                    .map(|_| spill::Spill::new(Arc::clone(&quarantine))),
+                quarantine,
                 state: Mutex::new(State::with_budget(self.max_kept_bytes)),
                 journal: Journal::new(recorder),
                 holding: Holding {
@@ -361,6 +368,9 @@ impl Session {
     /// keeps, or whose copy could not be stored.
     pub fn forgotten_text(&self, scope: &Id, block: &Id) -> Result<String, SessionError> {
         let grant = self.act(|state, events| state.recall(events, scope, block))?;
+        if let Some(spill) = &self.inner.spill {
+            spill.sync();
+        }
         let bytes = self
             .inner
             .quarantine
@@ -408,15 +418,9 @@ impl Session {
         let ticket = queue(&self.inner.journal, events);
         let let_go = state.take_let_go();
         drop(state);
-        for (scope, block, text) in let_go {
-            // The text's checksum is recorded; a copy that cannot be stored is only lost
-            // to reviewers, never to a decision.
-            if let Err(error) =
-                self.inner
-                    .quarantine
-                    .put(&block, &scope, &custodian(), text.as_str().as_bytes())
-            {
-                tracing::warn!(%block, %error, "a forgotten block's text could not be quarantined");
+        if let Some(spill) = &self.inner.spill {
+            for (scope, block, text) in let_go {
+                spill.put(scope, block, text);
             }
         }
         result.map(|value| (value, ticket))
