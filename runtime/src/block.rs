@@ -8,7 +8,6 @@
 
 use std::borrow::Cow;
 
-use crate::call::Checksum;
 use crate::id::Id;
 use crate::record::Sender;
 use crate::shared_text::SharedText;
@@ -67,14 +66,14 @@ enum Body {
 }
 
 /// What a block whose text the session let go of (past its memory budget) still says of
-/// it: a forgotten block keeps its id, trust and origin, and vouches for no value.
+/// it: a forgotten block keeps its id, trust and origin, and vouches for no value. The
+/// text's SHA-256 is in the session's record
+/// ([`Event::BlockForgotten`](crate::event::Event::BlockForgotten)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Forgotten {
     /// How many bytes its text held.
     pub bytes: usize,
-    /// The SHA-256 of its text.
-    pub sha256: Checksum,
 }
 
 /// Where a data block came from, for rules that ask whether a value in a call was
@@ -171,8 +170,7 @@ impl Block {
         }
     }
 
-    /// Lets go of a data block's text, keeping its length and checksum; returns the
-    /// text. An instruction, or a block already forgotten, is kept as it is.
+    /// Lets go of a data block's text, keeping its length; returns the text. An instruction, or a block already forgotten, is kept as it is.
     pub(crate) fn forget(&mut self) -> Option<SharedText> {
         match &mut self.body {
             Body::Data {
@@ -182,7 +180,6 @@ impl Block {
             } => {
                 *forgotten = Some(Forgotten {
                     bytes: text.as_str().len(),
-                    sha256: Checksum::of(text.as_str().as_bytes()),
                 });
                 Some(std::mem::replace(text, SharedText::from(String::new())))
             }

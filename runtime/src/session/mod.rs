@@ -59,7 +59,7 @@ struct Inner {
     policy: Policy,
     quarantine: Arc<dyn QuarantineStore>,
     state: Mutex<State>,
-    journal: Journal,
+    journal: Arc<Journal>,
     holding: Holding,
     approvals: Option<Arc<dyn Approvals>>,
     /// Stores forgotten blocks' text, when the session has a memory budget.
@@ -164,6 +164,7 @@ impl SessionBuilder {
         let quarantine = self
             .quarantine
             .unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let journal = Arc::new(Journal::new(recorder));
         Ok(Session {
             inner: Arc::new(Inner {
                 registry: self.registry,
@@ -171,10 +172,10 @@ impl SessionBuilder {
                 policy: self.policy,
                 spill: self
                     .max_kept_bytes
-                    .map(|_| spill::Spill::new(Arc::clone(&quarantine))),
+                    .map(|_| spill::Spill::new(Arc::clone(&quarantine), Arc::clone(&journal))),
                 quarantine,
                 state: Mutex::new(State::with_budget(self.max_kept_bytes)),
-                journal: Journal::new(recorder),
+                journal,
                 holding: Holding {
                     tenant: self.tenant.unwrap_or_else(|| Id::from_static("default")),
                     ttl: self.approval_ttl,
@@ -367,10 +368,10 @@ impl Session {
     /// the block's raw text, outside its envelope. Fails for a block the session still
     /// keeps, or whose copy could not be stored.
     pub fn forgotten_text(&self, scope: &Id, block: &Id) -> Result<String, SessionError> {
-        let grant = self.act(|state, events| state.recall(events, scope, block))?;
         if let Some(spill) = &self.inner.spill {
             spill.sync();
         }
+        let grant = self.act(|state, events| state.recall(events, scope, block))?;
         let bytes = self
             .inner
             .quarantine

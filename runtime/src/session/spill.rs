@@ -1,10 +1,14 @@
-//! Where the text of blocks a session lets go of goes: into its quarantine store, on a
-//! thread of its own, so that a call never waits for the store's encryption and syncs.
+//! Where the text of blocks a session lets go of goes: hashed and put into its
+//! quarantine store, and recorded as [`Event::BlockForgotten`], on a thread of its own,
+//! so that a call never waits for the hash, the store's encryption or its syncs.
 
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
+use super::journal::Journal;
+use crate::call::Checksum;
+use crate::event::Event;
 use crate::id::Id;
 use crate::quarantine::{QuarantineStore, custodian};
 use crate::shared_text::SharedText;
@@ -23,6 +27,7 @@ enum Job {
 /// The quarantine's writer for forgotten blocks.
 pub(crate) struct Spill {
     store: Arc<dyn QuarantineStore>,
+    journal: Arc<Journal>,
     jobs: Mutex<Option<Sender<Job>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -30,15 +35,17 @@ pub(crate) struct Spill {
 impl Spill {
     /// A writer into `store`; without a thread of its own (the system refused one), it
     /// writes on the caller's.
-    pub(crate) fn new(store: Arc<dyn QuarantineStore>) -> Spill {
+    pub(crate) fn new(store: Arc<dyn QuarantineStore>, journal: Arc<Journal>) -> Spill {
         let (jobs, queue) = mpsc::channel::<Job>();
-        let worker = Arc::clone(&store);
+        let (worker, worker_journal) = (Arc::clone(&store), Arc::clone(&journal));
         let thread = std::thread::Builder::new()
             .name("tooltrust-spill".to_owned())
             .spawn(move || {
                 for job in queue {
                     match job {
-                        Job::Put { scope, block, text } => put(&*worker, &scope, &block, &text),
+                        Job::Put { scope, block, text } => {
+                            put(&*worker, &worker_journal, scope, block, &text)
+                        }
                         Job::Sync(done) => {
                             let _ = done.send(());
                         }
@@ -48,6 +55,7 @@ impl Spill {
             .ok();
         Spill {
             store,
+            journal,
             jobs: Mutex::new(thread.as_ref().map(|_| jobs)),
             thread: Mutex::new(thread),
         }
@@ -63,7 +71,7 @@ impl Spill {
         };
         drop(jobs);
         if let Some(Job::Put { scope, block, text }) = unsent {
-            put(&*self.store, &scope, &block, &text);
+            put(&*self.store, &self.journal, scope, block, &text);
         }
     }
 
@@ -100,10 +108,22 @@ impl Drop for Spill {
     }
 }
 
-/// The text's checksum is recorded; a copy that cannot be stored is only lost to
-/// reviewers, never to a decision.
-fn put(store: &dyn QuarantineStore, scope: &Id, block: &Id, text: &SharedText) {
-    if let Err(error) = store.put(block, scope, &custodian(), text.as_str().as_bytes()) {
+/// Stores `text` for the custodian and records its length and checksum. A copy that
+/// cannot be stored is only lost to reviewers, never to a decision (a forgotten block
+/// vouches for nothing either way).
+fn put(store: &dyn QuarantineStore, journal: &Journal, scope: Id, block: Id, text: &SharedText) {
+    let bytes = text.as_str().as_bytes();
+    if let Err(error) = store.put(&block, &scope, &custodian(), bytes) {
         tracing::warn!(%block, %error, "a forgotten block's text could not be quarantined");
+    }
+    let event = Event::BlockForgotten {
+        scope,
+        block,
+        bytes: bytes.len(),
+        sha256: Checksum::of(bytes),
+    };
+    let ticket = journal.enqueue_deferred(vec![event]);
+    if let Err(error) = journal.flush(ticket) {
+        tracing::warn!(%error, "a forgotten block could not be recorded");
     }
 }

@@ -295,7 +295,7 @@ impl State {
         let id = push_block(
             events, mode, scope_id, scope, block, envelope, &rendered, source,
         )?;
-        self.forget_past_budget(events, scope_id);
+        self.forget_past_budget(scope_id);
         Ok(id)
     }
 
@@ -314,10 +314,11 @@ impl State {
     }
 
     /// Lets go of the text of scope `scope`'s oldest data blocks while it keeps more
-    /// than the budget, never its newest block: each keeps its id, trust, origin, length
-    /// and checksum (and vouches for nothing), its envelope becomes a note of that, and
-    /// its text goes to the quarantine. Taint never changes: it is the scope's.
-    fn forget_past_budget(&mut self, events: &mut Vec<Event>, scope_id: &Id) {
+    /// than the budget, never its newest block: each keeps its id, trust, origin and
+    /// length (and vouches for nothing), its envelope becomes a note of that, and its text
+    /// goes to the quarantine, which records its checksum. Taint never changes: it is the
+    /// scope's.
+    fn forget_past_budget(&mut self, scope_id: &Id) {
         let (Some(budget), Some(scope)) = (self.max_kept_bytes, self.scopes.get_mut(scope_id))
         else {
             return;
@@ -330,26 +331,16 @@ impl State {
             let Some(text) = block.forget() else {
                 continue;
             };
-            let Some(forgotten) = block.forgotten().copied() else {
-                continue;
-            };
             let note = SharedText::from(format!(
-                "[tooltrust: block {} ({} bytes, SHA-256 {}) was let go of past this session's memory budget]",
+                "[tooltrust: block {} ({} bytes) was let go of past this session's memory budget]",
                 block.id(),
-                forgotten.bytes,
-                forgotten.sha256
+                text.as_str().len(),
             ));
             let envelope = std::mem::replace(&mut scope.rendered[at], note);
             scope.kept = scope
                 .kept
                 .saturating_sub(text.as_str().len() + envelope.as_str().len())
                 + scope.rendered[at].as_str().len();
-            events.push(Event::BlockForgotten {
-                scope: scope_id.clone(),
-                block: block.id().clone(),
-                bytes: forgotten.bytes,
-                sha256: forgotten.sha256,
-            });
             self.let_go
                 .push((scope_id.clone(), block.id().clone(), text));
         }
@@ -735,7 +726,7 @@ impl State {
         let id = push_block(
             events, mode, scope_id, scope, block, envelope, rendered, source,
         )?;
-        self.forget_past_budget(events, scope_id);
+        self.forget_past_budget(scope_id);
         if let Some(pending) = pending.and_then(|pending| self.pending.get_mut(pending)) {
             // Claimed when it started; `finish` refuses nothing else.
             let _ = pending.lifecycle.finish(true);

@@ -77,6 +77,8 @@ fn a_scope_keeps_its_budget_plus_one_block_and_forgets_nothing_a_decision_needs(
             .iter()
             .map(String::len)
             .sum();
+        // Hashed, stored and recorded off the call's path: a recall waits for them.
+        let recalled = session.forgotten_text(scope.id(), &manager);
         let forgotten: Vec<(Id, usize, Checksum)> = recorder
             .events()
             .into_iter()
@@ -96,6 +98,7 @@ fn a_scope_keeps_its_budget_plus_one_block_and_forgets_nothing_a_decision_needs(
             None => {
                 assert!(kept > 12 * PAGE, "{kept}");
                 assert!(forgotten.is_empty());
+                assert!(recalled.is_err(), "nothing was let go of");
                 // The manager's block vouches for the address.
                 assert_eq!(ruling_of(&outcome), Ruling::Allow, "{outcome:?}");
             }
@@ -107,7 +110,7 @@ fn a_scope_keeps_its_budget_plus_one_block_and_forgets_nothing_a_decision_needs(
                     .iter()
                     .find(|(block, ..)| *block == manager)
                     .expect("the oldest block is let go of first");
-                let text = session.forgotten_text(scope.id(), &manager).unwrap();
+                let text = recalled.unwrap();
                 assert_eq!(text.len(), *bytes);
                 assert_eq!(Checksum::of(text.as_bytes()), *sha256);
                 assert!(text.contains("alice@corp.example"));
