@@ -824,7 +824,7 @@ impl Proxy {
         let mut quarantine_dir = dir.clone().into_os_string();
         quarantine_dir.push("-quarantine");
         let quarantine = tooltrust::quarantine::Kek::generate()
-            .and_then(|kek| tooltrust::quarantine::EncryptedStore::new(&quarantine_dir, kek))
+            .and_then(|kek| tooltrust::quarantine::EncryptedStore::scratch(&quarantine_dir, kek))
             .map_err(|source| ProxyError::Quarantine {
                 dir: quarantine_dir.into(),
                 source,

@@ -88,6 +88,8 @@ const FILE_SUFFIX: &str = ".sealed";
 pub struct EncryptedStore {
     dir: PathBuf,
     kek: RwLock<Kek>,
+    /// Whether each copy is synced before `put` returns.
+    durable: bool,
 }
 
 impl EncryptedStore {
@@ -98,6 +100,17 @@ impl EncryptedStore {
         Ok(EncryptedStore {
             dir,
             kek: RwLock::new(kek),
+            durable: true,
+        })
+    }
+
+    /// Like [`new`](Self::new), writing each copy without syncing it: for a store whose
+    /// `kek` lives only as long as the process (a proxy's forgotten results), where a
+    /// crash loses nothing anyone could still open.
+    pub fn scratch(dir: impl AsRef<Path>, kek: Kek) -> Result<Self, QuarantineError> {
+        Ok(EncryptedStore {
+            durable: false,
+            ..Self::new(dir, kek)?
         })
     }
 
@@ -196,7 +209,11 @@ impl QuarantineStore for EncryptedStore {
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir).map_err(|e| storage("create", dir, e))?;
         }
-        write_copy(&path, &sealed)
+        if self.durable {
+            write_copy(&path, &sealed)
+        } else {
+            fs::write(&path, &sealed).map_err(|e| storage("write", &path, e))
+        }
     }
 
     fn open(

@@ -45,8 +45,18 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 
 #[test]
 fn copies_round_trip_under_a_grant() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = EncryptedStore::new(dir.path(), Kek::generate().unwrap()).unwrap();
+    for durable in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let kek = Kek::generate().unwrap();
+        let store = match durable {
+            true => EncryptedStore::new(dir.path(), kek),
+            false => EncryptedStore::scratch(dir.path(), kek),
+        };
+        round_trip(&store.unwrap());
+    }
+}
+
+fn round_trip(store: &EncryptedStore) {
     let (key, target, reader) = (id("out-1"), id("scope-1"), id("reviewer-a"));
     let plaintext = secret_output();
     store.put(&key, &target, &reader, &plaintext).unwrap();
