@@ -31,7 +31,7 @@
 //!   description and taints the session likewise.
 //! - **Nor write to a terminal.** What an upstream wrote reaches the proxy's standard
 //!   error (its own standard error too, relayed a line at a time) made inert
-//!   ([`tooltrust::envelope::inert`]): no escape sequence, no line of its own.
+//!   ([`tooltrust::envelope::inert()`]): no escape sequence, no line of its own.
 //! - **Nor read its secrets.** An upstream process starts with a cleared environment and
 //!   only [`INHERITED_ENV`] and its configured `env`, in a sandbox that keeps it from the
 //!   proxy's files, the user's home and the proxy's `/proc` entries ([`crate::sandbox`]).

@@ -137,9 +137,8 @@ impl SessionBuilder {
 
     /// The bytes of block text and envelopes each scope keeps in memory (default: all).
     /// Past it, the oldest data blocks' text is let go of, never the newest block's:
-    /// each keeps its id, trust, origin, length and SHA-256 (recorded as
-    /// [`Event::BlockForgotten`](crate::event::Event::BlockForgotten)), and its text goes
-    /// to the quarantine store, where [`Session::forgotten_text`] reads it back for a
+    /// each keeps its id, trust, origin and length, its SHA-256 is recorded
+    /// ([`Event::BlockForgotten`]), and its text goes to the quarantine store, where [`Session::forgotten_text`] reads it back for a
     /// reviewer. The scope's taint never changes, and a forgotten block vouches for no
     /// value, so a decision can only become stricter. With the default
     /// [`MemoryStore`] the text stays in memory: give a store on disk
