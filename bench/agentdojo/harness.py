@@ -284,7 +284,9 @@ class ProxyRuntime(FunctionsRuntime):
         names = {tool.name for tool in listed.tools}
         missing = [f.name for f in self.functions.values() if f"{self.suite}__{f.name}" not in names]
         if missing:
-            raise RuntimeError(f"the proxy does not serve {missing} (see {self.stderr.name})")
+            self.stderr.flush()
+            said = Path(self.stderr.name).read_text().strip().splitlines()
+            raise RuntimeError(f"the proxy does not serve {len(missing)} of the suite's tools ({', '.join(missing[:3])}, …); it said: {said[-1] if said else 'nothing'}")
         return session
 
     def run_function(self, env, function: str, kwargs, raise_on_error: bool = False):
@@ -345,20 +347,28 @@ def cargo_executable(kind: str, name: str) -> Path:
                 found = Path(message["executable"])
         if found is None or not found.exists():
             sys.exit(f"bench/agentdojo/run: cargo built {name} but reported no executable for it")
-        copies = Path(tempfile.mkdtemp(prefix=f"agentdojo-{name}-"))
-        atexit.register(shutil.rmtree, copies, ignore_errors=True)
-        _BUILT[name] = Path(shutil.copy2(found, copies / found.name))
+        _BUILT[name] = own_copy(found)
     return _BUILT[name]
 
 
+def own_copy(executable: Path) -> Path:
+    """A copy of `executable` for this run alone, removed when the harness exits."""
+    copies = Path(tempfile.mkdtemp(prefix="agentdojo-bin-"))
+    atexit.register(shutil.rmtree, copies, ignore_errors=True)
+    return Path(shutil.copy2(executable, copies / executable.name))
+
+
 def given_binary(variable: str) -> Path | None:
+    """The executable the environment variable names, copied for this run, if it names one."""
     given = os.environ.get(variable)
     if not given:
         return None
-    path = Path(given)
-    if not path.is_file():
-        sys.exit(f"bench/agentdojo/run: {variable}={given} is not a file")
-    return path.resolve()
+    if variable not in _BUILT:
+        path = Path(given)
+        if not path.is_file():
+            sys.exit(f"bench/agentdojo/run: {variable}={given} is not a file")
+        _BUILT[variable] = own_copy(path)
+    return _BUILT[variable]
 
 
 def tooltrust_bin() -> Path:
