@@ -241,7 +241,6 @@ class ProxyRuntime(FunctionsRuntime):
         self.suite = suite
         self.reviewer = reviewer
         self.current: tuple[str, dict] | None = None
-        self.held = 0
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -260,7 +259,6 @@ class ProxyRuntime(FunctionsRuntime):
         from mcp.client.stdio import stdio_client
 
         async def elicit(context, params):
-            self.held += 1
             function, args = self.current if self.current else ("", {})
             # The proxy names the held tool in its question; approve only the call made now.
             named = f"Tool: {self.suite}__{function}\n" in params.message
@@ -576,15 +574,14 @@ def run_one(task_suite, condition: str, reviewer_kind: str, model: str, attack, 
             state = pickle.load(dumped)
         result_env = state["environment"]
         trace = [FunctionCall(function=call["function"], args=call["args"]) for call in state["calls"]]
-        if condition == "proxy":
-            record["held"] = runtime.held
-            record["reviews"] = reviewer.asked
-        else:
-            record["held"] = report["held"]
-            record["reviews"] = report["reviews"]
         # What the session's gate decided, and what reached the upstream, for comparing
         # the proxy and the agent call by call.
         record["gate"] = gate_record(workdir / "audit")
+        # Held calls as the gate recorded them: the proxy puts to the person only calls
+        # whose arguments it can show whole (`max_asked_arguments_bytes`) and declines the
+        # others itself, so its elicitations can be fewer than its held calls.
+        record["held"] = sum(1 for decision in record["gate"]["decided"] if decision[2] == "held")
+        record["reviews"] = reviewer.asked if condition == "proxy" else report["reviews"]
         record["reached"] = [[call["function"], canonical(call["args"])] for call in state["calls"]]
         record["own_calls_held"] = own_calls_stopped(requested, record["gate"]["decided"], f"{task_suite.name}__", user_calls)
     else:
