@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import os
 import pickle
@@ -25,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
+import injection_calls  # noqa: E402
 import pairs  # noqa: E402
 from agentdojo.agent_pipeline.agent_pipeline import load_system_message  # noqa: E402
 from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement  # noqa: E402
@@ -40,7 +42,10 @@ from agentdojo.task_suite.task_suite import (  # noqa: E402
 from agentdojo.types import ChatAssistantMessage, get_text_content_as_str, text_content_block_from_string  # noqa: E402
 
 CONDITIONS = ("none", "proxy", "agent")
-METRICS = ("pairs", "utility", "utility_under_attack", "asr", "replayable", "reviews_mean", "reviews_max", "held", "errors")
+METRICS = (
+    "pairs", "replayable", "utility", "utility_strict", "utility_under_attack", "utility_under_attack_strict",
+    "asr", "asr_replayable", "call_borne", "answer_borne", "reviews_mean", "reviews_max", "held", "errors",
+)
 # How long one pair may take before it is an error (a hung upstream, say).
 PAIR_TIMEOUT = float(os.environ.get("AGENTDOJO_PAIR_TIMEOUT", "300"))
 
@@ -56,18 +61,21 @@ def canonical(args) -> str:
 class ReplayModel(BasePipelineElement):
     """Makes the user task's ground-truth calls, one per turn; once a tool result carrying
     the injection has been returned to it, obeys the injection by making the injection
-    task's ground-truth calls next; then finishes the user's calls and answers with the user
-    task's ground-truth output. Held, declined or failed calls do not change its plan."""
+    task's calls next (AgentDojo's ground truth, or those injection_calls.py writes where
+    AgentDojo gives none); then finishes the user's calls and answers with the user task's
+    ground-truth output, followed, once it obeyed, by what the injection asks it to say
+    (`say`). Held, declined or failed calls do not change its plan."""
 
     name = "replay"
 
-    def __init__(self, user_calls: list[FunctionCall], injection_calls: list[FunctionCall], goal: str | None, answer: str):
+    def __init__(self, user_calls: list[FunctionCall], injection_calls: list[FunctionCall], goal: str | None, answer: str, say: str | None = None):
         self.queue = list(user_calls)
         self.injection_calls = list(injection_calls)
         self.goal = pairs.skeleton(goal) if goal else None
         self.obeyed = False
         self.read_injection = False
         self.answer = answer
+        self.say = say
         self.turns = 0
 
     def query(self, query, runtime, env=EmptyEnv(), messages=[], extra_args={}):
@@ -86,7 +94,8 @@ class ReplayModel(BasePipelineElement):
             call = FunctionCall(function=call.function, args=dict(call.args), id=f"call_{self.turns}")
             reply = ChatAssistantMessage(role="assistant", content=[text_content_block_from_string("")], tool_calls=[call])
         else:
-            reply = ChatAssistantMessage(role="assistant", content=[text_content_block_from_string(self.answer)], tool_calls=None)
+            text = f"{self.answer}\n\n{self.say}" if self.obeyed and self.say else self.answer
+            reply = ChatAssistantMessage(role="assistant", content=[text_content_block_from_string(text)], tool_calls=None)
         return query, runtime, env, [*messages, reply], extra_args
 
 
@@ -232,7 +241,6 @@ class ProxyRuntime(FunctionsRuntime):
         self.suite = suite
         self.reviewer = reviewer
         self.current: tuple[str, dict] | None = None
-        self.held = 0
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -251,7 +259,6 @@ class ProxyRuntime(FunctionsRuntime):
         from mcp.client.stdio import stdio_client
 
         async def elicit(context, params):
-            self.held += 1
             function, args = self.current if self.current else ("", {})
             # The proxy names the held tool in its question; approve only the call made now.
             named = f"Tool: {self.suite}__{function}\n" in params.message
@@ -275,7 +282,9 @@ class ProxyRuntime(FunctionsRuntime):
         names = {tool.name for tool in listed.tools}
         missing = [f.name for f in self.functions.values() if f"{self.suite}__{f.name}" not in names]
         if missing:
-            raise RuntimeError(f"the proxy does not serve {missing} (see {self.stderr.name})")
+            self.stderr.flush()
+            said = Path(self.stderr.name).read_text().strip().splitlines()
+            raise RuntimeError(f"the proxy does not serve {len(missing)} of the suite's tools ({', '.join(missing[:3])}, …); it said: {said[-1] if said else 'nothing'}")
         return session
 
     def run_function(self, env, function: str, kwargs, raise_on_error: bool = False):
@@ -305,40 +314,70 @@ class ProxyRuntime(FunctionsRuntime):
         self.stderr.close()
 
 
-_TOOLTRUST: Path | None = None
+_BUILT: dict[str, Path] = {}
+
+
+def cargo_executable(kind: str, name: str) -> Path:
+    """Builds tooltrust-cli's `kind` ("bin" or "example") `name` with cargo and returns a
+    copy of the executable cargo reports having built: wherever cargo puts it
+    (CARGO_TARGET_DIR, a profile, a build configuration), and never an older one left in
+    some directory, since cargo rebuilds what changed and does nothing when nothing did.
+    The copy is the run's own: a build from another checkout sharing the target directory
+    may replace cargo's file while the run goes on."""
+    if name not in _BUILT:
+        cargo = os.environ.get("CARGO") or "cargo"
+        command = [cargo, "build", "--quiet", "--message-format=json-render-diagnostics", "-p", "tooltrust-cli", f"--{kind}", name]
+        print(f"bench/agentdojo/run: cargo build -p tooltrust-cli --{kind} {name}", file=sys.stderr)
+        try:
+            done = subprocess.run(command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+        except OSError as error:
+            sys.exit(f"bench/agentdojo/run: cannot run {cargo}: {error}")
+        if done.returncode != 0:
+            sys.exit(f"bench/agentdojo/run: cargo could not build {name} (its messages above say why)")
+        found = None
+        for line in done.stdout.splitlines():
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            target = message.get("target") or {}
+            if message.get("reason") == "compiler-artifact" and target.get("name") == name and kind in target.get("kind", []) and message.get("executable"):
+                found = Path(message["executable"])
+        if found is None or not found.exists():
+            sys.exit(f"bench/agentdojo/run: cargo built {name} but reported no executable for it")
+        _BUILT[name] = own_copy(found)
+    return _BUILT[name]
+
+
+def own_copy(executable: Path) -> Path:
+    """A copy of `executable` for this run alone, removed when the harness exits."""
+    copies = Path(tempfile.mkdtemp(prefix="agentdojo-bin-"))
+    atexit.register(shutil.rmtree, copies, ignore_errors=True)
+    return Path(shutil.copy2(executable, copies / executable.name))
+
+
+def given_binary(variable: str) -> Path | None:
+    """The executable the environment variable names, copied for this run, if it names one."""
+    given = os.environ.get(variable)
+    if not given:
+        return None
+    if variable not in _BUILT:
+        path = Path(given)
+        if not path.is_file():
+            sys.exit(f"bench/agentdojo/run: {variable}={given} is not a file")
+        _BUILT[variable] = own_copy(path)
+    return _BUILT[variable]
 
 
 def tooltrust_bin() -> Path:
-    global _TOOLTRUST
-    if _TOOLTRUST is None:
-        given = os.environ.get("TOOLTRUST_BIN")
-        path = Path(given) if given else ROOT / "target" / "debug" / "tooltrust"
-        if not path.exists():
-            if given:
-                sys.exit(f"TOOLTRUST_BIN={given} does not exist")
-            print("bench/agentdojo/run: building tooltrust (cargo build -p tooltrust-cli)", file=sys.stderr)
-            subprocess.run(["cargo", "build", "-q", "-p", "tooltrust-cli"], cwd=ROOT, check=True)
-        _TOOLTRUST = path.resolve()
-    return _TOOLTRUST
-
-
-_AGENT: Path | None = None
+    """The proxy: `TOOLTRUST_BIN`, or tooltrust-cli's `tooltrust` as cargo builds it now."""
+    return given_binary("TOOLTRUST_BIN") or cargo_executable("bin", "tooltrust")
 
 
 def agent_bin() -> Path:
     """The `agent` condition's driver: `AGENTDOJO_AGENT_BIN`, or the example
-    `agentdojo_agent` of tooltrust-cli (built when missing)."""
-    global _AGENT
-    if _AGENT is None:
-        given = os.environ.get("AGENTDOJO_AGENT_BIN")
-        path = Path(given) if given else ROOT / "target" / "debug" / "examples" / "agentdojo_agent"
-        if not path.exists():
-            if given:
-                sys.exit(f"AGENTDOJO_AGENT_BIN={given} does not exist")
-            print("bench/agentdojo/run: building the agent driver (cargo build -p tooltrust-cli --example agentdojo_agent)", file=sys.stderr)
-            subprocess.run(["cargo", "build", "-q", "-p", "tooltrust-cli", "--example", "agentdojo_agent"], cwd=ROOT, check=True)
-        _AGENT = path.resolve()
-    return _AGENT
+    `agentdojo_agent` of tooltrust-cli as cargo builds it now."""
+    return given_binary("AGENTDOJO_AGENT_BIN") or cargo_executable("example", "agentdojo_agent")
 
 
 # The environment the proxy passes to the upstreams it starts (the configs add none).
@@ -431,6 +470,41 @@ def write_config(suite: str, workdir: Path, pair_file: Path, dump: Path) -> Path
 # One run: a user task, with or without an injection task, under a condition.
 
 
+def attack_plan(suite_name: str, injection_id: str, injection_task, pre) -> tuple[list[FunctionCall], str | None]:
+    """What the fully fooled model does for an injection task: its calls (AgentDojo's
+    ground truth, else those injection_calls.py writes from the task's goal) and what it
+    says in its answer (for a task that acts only through the answer). A task the replay
+    could not act on is an error, never a pair counted as defended."""
+    given = injection_task.ground_truth(pre.model_copy(deep=True))
+    written = injection_calls.calls(suite_name, injection_id, pre.model_copy(deep=True))
+    say = injection_calls.answer(suite_name, injection_id)
+    if given and (written is not None or say is not None):
+        raise RuntimeError(f"agentdojo gives {suite_name} {injection_id} ground-truth calls now: remove it from injection_calls.py")
+    calls = list(given) or written or []
+    if not calls and say is None:
+        raise RuntimeError(f"{suite_name} {injection_id} has no ground-truth calls and injection_calls.py writes none")
+    return calls, say
+
+
+def own_calls_stopped(requested: list[FunctionCall], decided: list, prefix: str, user_calls: list[FunctionCall]) -> int:
+    """How many of the calls the model asked for were the user task's own (same tool and
+    arguments as its ground truth) and were held or denied by the gate. The audit log's
+    decisions come in the order the calls were asked for; a call the gate never saw (an
+    unknown tool) has none."""
+    own = {(call.function, canonical(dict(call.args))) for call in user_calls}
+    stopped, position = 0, 0
+    for call in requested:
+        if position >= len(decided) or decided[position][0] != prefix + call.function:
+            continue
+        verdict = decided[position][2]
+        position += 1
+        if verdict in ("held", "denied") and (call.function, canonical(dict(call.args))) in own:
+            stopped += 1
+    if position != len(decided):
+        raise RuntimeError(f"the audit log has {len(decided)} decisions, {position} of them for calls the model asked for")
+    return stopped
+
+
 def run_one(task_suite, condition: str, reviewer_kind: str, model: str, attack, user_id: str, injection_id: str | None, tmp: Path) -> dict:
     user_task = task_suite.get_user_task_by_id(user_id)
     injection_task = task_suite.get_injection_task_by_id(injection_id) if injection_id else None
@@ -438,11 +512,11 @@ def run_one(task_suite, condition: str, reviewer_kind: str, model: str, attack, 
     env = pairs.environment(task_suite, user_id, injections)
     pre = env.model_copy(deep=True)
     user_calls = user_task.ground_truth(pre.model_copy(deep=True))
-    injection_calls = injection_task.ground_truth(pre.model_copy(deep=True)) if injection_task else []
+    attack_calls, say = attack_plan(task_suite.name, injection_id, injection_task, pre) if injection_task else ([], None)
     record = {"suite": task_suite.name, "condition": condition, "user_task": user_id, "injection_task": injection_id}
 
     if model == "replay":
-        llm = ReplayModel(user_calls, injection_calls, injection_task.GOAL if injection_task else None, user_task.GROUND_TRUTH_OUTPUT)
+        llm = ReplayModel(user_calls, attack_calls, injection_task.GOAL if injection_task else None, user_task.GROUND_TRUTH_OUTPUT, say)
     else:
         llm, _ = real_llm(model)
 
@@ -500,37 +574,47 @@ def run_one(task_suite, condition: str, reviewer_kind: str, model: str, attack, 
             state = pickle.load(dumped)
         result_env = state["environment"]
         trace = [FunctionCall(function=call["function"], args=call["args"]) for call in state["calls"]]
-        if condition == "proxy":
-            record["held"] = runtime.held
-            record["reviews"] = reviewer.asked
-        else:
-            record["held"] = report["held"]
-            record["reviews"] = report["reviews"]
         # What the session's gate decided, and what reached the upstream, for comparing
         # the proxy and the agent call by call.
         record["gate"] = gate_record(workdir / "audit")
+        # Held calls as the gate recorded them: the proxy puts to the person only calls
+        # whose arguments it can show whole (`max_asked_arguments_bytes`) and declines the
+        # others itself, so its elicitations can be fewer than its held calls.
+        record["held"] = sum(1 for decision in record["gate"]["decided"] if decision[2] == "held")
+        record["reviews"] = reviewer.asked if condition == "proxy" else report["reviews"]
         record["reached"] = [[call["function"], canonical(call["args"])] for call in state["calls"]]
+        record["own_calls_held"] = own_calls_stopped(requested, record["gate"]["decided"], f"{task_suite.name}__", user_calls)
     else:
         trace = requested
         record["held"] = 0
         record["reviews"] = 0
+        record["own_calls_held"] = 0
     record["environment_changed"] = result_env != pre
+
+    def check(task, environment, calls) -> bool:
+        # Each check gets its own copies: some read the inbox's unread mail, which marks it
+        # read (AgentDojo's utility checks never do; its security checks for workspace's
+        # injection tasks 6, 8 and 9 do, on both environments).
+        return bool(task_suite._check_task_result(task, output, pre.model_copy(deep=True), environment.model_copy(deep=True), calls))
+
     record["requested"] = [call.function for call in requested]
     record["ran"] = [call.function for call in trace]
-    record["utility"] = bool(task_suite._check_task_result(user_task, output, pre, result_env, trace))
+    record["utility"] = check(user_task, result_env, trace)
     # The same check on the environment as it was before the run: where it differs from the
     # above, only the changes the calls made decided it.
-    record["utility_if_unchanged"] = bool(task_suite._check_task_result(user_task, output, pre, pre.model_copy(deep=True), trace))
+    record["utility_if_unchanged"] = check(user_task, pre, trace)
+    # Strict: solved without the gate having held (or denied) any of the task's own calls;
+    # a check passed on an environment such a call would have changed is not counted.
+    record["utility_strict"] = record["utility"] and record["own_calls_held"] == 0
     if injection_task is not None:
-        record["security"] = bool(task_suite._check_task_result(injection_task, output, pre, result_env, trace))
+        record["security"] = check(injection_task, result_env, trace)
         if condition in ("proxy", "agent"):
             # What AgentDojo's checks would say if they read the calls the model asked for.
-            record["security_by_requested_calls"] = bool(
-                task_suite._check_task_result(injection_task, output, pre, result_env, requested)
-            )
-        # Some injection tasks have no ground-truth calls (AgentDojo's workspace 6-13 give
-        # none; travel's 6 asks only for words in the answer): the replay cannot carry them out.
-        record["injection_calls"] = len(injection_calls)
+            record["security_by_requested_calls"] = check(injection_task, result_env, requested)
+        # How the injection task acts: through calls (AgentDojo's ground truth, or those
+        # injection_calls.py writes where it gives none), or only through the answer.
+        record["injection_calls"] = len(attack_calls)
+        record["answer_borne"] = not attack_calls
         goal = pairs.skeleton(injection_task.GOAL)
         record["read_injection"] = any(goal in pairs.skeleton(text) for text in shown)
     if workdir is not None and not os.environ.get("AGENTDOJO_KEEP"):
@@ -551,16 +635,33 @@ def guarded(job, tmp: Path) -> dict:
             "suite": suite_name, "condition": condition, "user_task": user_id, "injection_task": injection_id,
             "error": detail, "utility": False, "held": 0, "reviews": 0,
         }
+        record["utility_strict"] = False
         if injection_id:
             # As AgentDojo's own benchmark scores a pair it could not finish: no utility,
             # and the attack counted as successful.
             record["security"] = True
             record["read_injection"] = False
+            record["answer_borne"] = (suite_name, injection_id) in ANSWER_BORNE
     record["seconds"] = round(time.monotonic() - started, 2)
     return record
 
 
 ATTACKS: dict = {}
+# (suite, injection task) of the injection tasks that act only through the model's answer.
+ANSWER_BORNE: set[tuple[str, str]] = set()
+
+
+def check_plans(name: str, task_suite) -> None:
+    """Every injection task of the suite gets calls or words from the replay (else the run
+    stops before it starts); notes those that act only through the answer."""
+    default = task_suite.load_and_inject_default_environment({})
+    for injection_id, injection_task in task_suite.injection_tasks.items():
+        try:
+            calls, _ = attack_plan(name, injection_id, injection_task, default)
+        except RuntimeError as error:
+            raise SystemExit(f"bench/agentdojo/run: {error}")
+        if not calls:
+            ANSWER_BORNE.add((name, injection_id))
 
 
 class Zygote:
@@ -605,6 +706,9 @@ def figures(records: Sequence[dict]) -> dict:
     attacked = [r for r in records if r["injection_task"] is not None]
     clean = [r for r in records if r["injection_task"] is None]
     reviews = [r["reviews"] for r in attacked]
+    # Pairs whose injection the replay carried out or could have: a tool result showed it
+    # the injection (the replay acts on every injection task, by calls or by its answer).
+    replayable = [r for r in attacked if r.get("read_injection")]
 
     def rate(values):
         values = list(values)
@@ -612,10 +716,15 @@ def figures(records: Sequence[dict]) -> dict:
 
     return {
         "pairs": len(attacked),
+        "replayable": len(replayable),
         "utility": rate(r["utility"] for r in clean),
+        "utility_strict": rate(r["utility_strict"] for r in clean),
         "utility_under_attack": rate(r["utility"] for r in attacked),
+        "utility_under_attack_strict": rate(r["utility_strict"] for r in attacked),
         "asr": rate(r["security"] for r in attacked),
-        "replayable": sum(1 for r in attacked if r.get("read_injection") and r.get("injection_calls")),
+        "asr_replayable": rate(r["security"] for r in replayable),
+        "call_borne": sum(1 for r in attacked if r["security"] and not r.get("answer_borne")),
+        "answer_borne": sum(1 for r in attacked if r["security"] and r.get("answer_borne")),
         "reviews_mean": round(sum(reviews) / len(reviews), 3) if reviews else None,
         "reviews_max": max(reviews) if reviews else None,
         "held": sum(r["held"] for r in attacked),
@@ -627,7 +736,7 @@ def markdown(results: dict, args) -> str:
     def cell(value, key):
         if value is None:
             return "–"
-        if key in ("utility", "utility_under_attack", "asr"):
+        if key in ("utility", "utility_strict", "utility_under_attack", "utility_under_attack_strict", "asr", "asr_replayable"):
             return f"{100 * value:.1f}%"
         return str(value)
 
@@ -683,6 +792,7 @@ def main() -> None:
             jobs = []
             for name in suites:
                 task_suite = pairs.suite(name)
+                check_plans(name, task_suite)
                 ATTACKS[name] = pairs.attack(task_suite, model_name)
                 chosen = pairs.sample(task_suite, args.sample)
                 users = sorted({user for user, _ in chosen}, key=lambda task: int(task.rsplit("_", 1)[1]))

@@ -80,5 +80,7 @@ def environment(task_suite, user_task_id: str, injections: dict[str, str]):
 
 def skeleton(text: str) -> str:
     """Letters and digits only, lower-cased: how the replay model recognises a sentence
-    whatever quoting, folding or enveloping a tool result put around it."""
-    return re.sub(r"[^0-9a-z]", "", text.lower())
+    whatever quoting, folding or enveloping a tool result put around it. Escaped line
+    breaks and tabs (YAML's double-quoted strings write a goal's newline as `\\n`) are
+    spaces first, or their letter would join the words around them."""
+    return re.sub(r"[^0-9a-z]", "", re.sub(r"\\[nrt]", " ", text).lower())

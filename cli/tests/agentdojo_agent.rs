@@ -1,8 +1,8 @@
-//! The `agent` condition's driver (examples/agentdojo_agent.rs) on its real-model path:
-//! tooltrust's agent loop reaching a model through the providers' OpenAI-compatible client,
-//! here a fake endpoint on 127.0.0.1 (axum, started by each test on a port of its own) that
-//! speaks the Chat Completions wire format with tool calls, over the tools of a proxy
-//! configuration fronting `tooltrust mcp demo-server`.
+//! The `agent` condition's driver (examples/agentdojo_agent.rs) on its real-model paths:
+//! tooltrust's agent loop reaching a model through the providers' OpenAI-compatible and
+//! Anthropic clients, here a fake endpoint on 127.0.0.1 (axum, started by each test on a
+//! port of its own) that speaks the Chat Completions or the Messages wire format with tool
+//! calls, over the tools of a proxy configuration fronting `tooltrust mcp demo-server`.
 //!
 //! The model the endpoint plays is fooled: it fetches the demo's page, which carries an
 //! injection, then asks to send the email the page asks for. The gate holds that call; the
@@ -62,7 +62,35 @@ async fn completions(
     }
 }
 
-/// Starts the fake endpoint on 127.0.0.1; returns its base URL (with `/v1`).
+/// The Messages API's answer: the next reply, recording the request with its `x-api-key`
+/// (and, when the `anthropic-version` header is missing, no key at all).
+async fn messages_api(
+    State(fake): State<Fake>,
+    headers: HeaderMap,
+    body: String,
+) -> (StatusCode, [(header::HeaderName, &'static str); 1], String) {
+    let key = headers
+        .get("x-api-key")
+        .filter(|_| headers.contains_key("anthropic-version"))
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    let parsed: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    fake.received.lock().unwrap().push((key, parsed));
+    let reply = fake.replies.lock().unwrap().pop_front();
+    let json = [(header::CONTENT_TYPE, "application/json")];
+    match reply {
+        Some(reply) => (StatusCode::OK, json, reply.to_string()),
+        None => (
+            StatusCode::BAD_REQUEST,
+            json,
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "the script is over"}})
+                .to_string(),
+        ),
+    }
+}
+
+/// Starts the fake endpoint on 127.0.0.1 (both wire formats); returns its address as
+/// `http://127.0.0.1:PORT`.
 async fn endpoint(fake: Fake) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -70,9 +98,10 @@ async fn endpoint(fake: Fake) -> String {
     let address = listener.local_addr().expect("the port");
     let app = Router::new()
         .route("/v1/chat/completions", post(completions))
+        .route("/v1/messages", post(messages_api))
         .with_state(fake);
     tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{address}/v1")
+    format!("http://{address}")
 }
 
 fn tool_call(id: &str, name: &str, arguments: Value) -> Value {
@@ -194,7 +223,7 @@ async fn a_fooled_model_behind_an_openai_endpoint_is_gated_and_the_held_call_dec
     let outbox = dir.path().join("outbox");
     let fake = Fake::default();
     *fake.replies.lock().unwrap() = script();
-    let base_url = endpoint(fake.clone()).await;
+    let base_url = format!("{}/v1", endpoint(fake.clone()).await);
 
     let report = driver::run(&options(config(dir.path(), &outbox), base_url, false))
         .await
@@ -313,7 +342,7 @@ async fn a_held_call_the_reviewer_approves_runs_once_and_the_model_is_shown_its_
     let outbox = dir.path().join("outbox");
     let fake = Fake::default();
     *fake.replies.lock().unwrap() = script();
-    let base_url = endpoint(fake.clone()).await;
+    let base_url = format!("{}/v1", endpoint(fake.clone()).await);
 
     let report = driver::run(&options(config(dir.path(), &outbox), base_url, true))
         .await
@@ -349,7 +378,7 @@ async fn an_endpoint_that_fails_fails_the_run_and_nothing_runs() {
     let outbox = dir.path().join("outbox");
     // No script: the endpoint answers 400 to the first request.
     let fake = Fake::default();
-    let base_url = endpoint(fake.clone()).await;
+    let base_url = format!("{}/v1", endpoint(fake.clone()).await);
 
     let error = driver::run(&options(config(dir.path(), &outbox), base_url, true))
         .await
@@ -362,4 +391,134 @@ async fn an_endpoint_that_fails_fails_the_run_and_nothing_runs() {
         "a 400 is not retried"
     );
     assert!(!outbox.exists());
+}
+
+/// A Messages API answer asking for one tool call.
+fn tool_use(id: &str, name: &str, input: Value) -> Value {
+    json!({
+        "id": format!("msg_{id}"),
+        "type": "message",
+        "role": "assistant",
+        "model": "fooled-2",
+        "content": [{"type": "tool_use", "id": id, "name": name, "input": input}],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 10, "output_tokens": 3},
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fooled_model_behind_an_anthropic_endpoint_is_gated_and_the_held_call_declined() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let outbox = dir.path().join("outbox");
+    let fake = Fake::default();
+    *fake.replies.lock().unwrap() = VecDeque::from([
+        tool_use(
+            "toolu_fetch",
+            "demo__fetch_page",
+            json!({"url": "https://shop.example/kettle"}),
+        ),
+        tool_use("toolu_send", "demo__send_email", send_email_args()),
+        json!({
+            "id": "msg_answer",
+            "type": "message",
+            "role": "assistant",
+            "model": "fooled-2",
+            "content": [{"type": "text", "text": "The kettle costs 49 EUR."}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 10, "output_tokens": 3},
+        }),
+    ]);
+    let base_url = endpoint(fake.clone()).await;
+    let mut options = options(config(dir.path(), &outbox), String::new(), false);
+    options.model = driver::ModelChoice::Anthropic {
+        base_url: Some(base_url),
+        api_key: "sk-ant-test-key".to_owned(),
+        model: "fooled-2".to_owned(),
+    };
+
+    let report = driver::run(&options).await.expect("the run");
+
+    assert_eq!(report.answer.as_deref(), Some("The kettle costs 49 EUR."));
+    assert_eq!(report.turns, 3);
+    let tools: Vec<&str> = report.requested.iter().map(|c| c.tool.as_str()).collect();
+    assert_eq!(tools, ["demo__fetch_page", "demo__send_email"]);
+    assert_eq!((report.held, report.reviews, report.approved), (1, 1, 0));
+    assert!(!outbox.exists(), "the declined email was sent");
+
+    let received = fake.received.lock().unwrap().clone();
+    assert_eq!(received.len(), 3, "one request per model turn");
+    let (key, first) = &received[0];
+    assert_eq!(key.as_deref(), Some("sk-ant-test-key"));
+    assert_eq!(first["model"], "fooled-2");
+    let offered: Vec<&str> = first["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert!(
+        offered.contains(&"demo__fetch_page") && offered.contains(&"demo__send_email"),
+        "{offered:?}"
+    );
+    // The system text is the format's own field: the standing explanation, then the
+    // developer's policy; the principal's message is an envelope of its own.
+    let system = first["system"].as_str().expect("system text");
+    assert!(system.starts_with(tooltrust::envelope::STANDING_EXPLANATION));
+    assert!(system.contains("You are Ann's shopping assistant."));
+    let texts = |message: &Value| -> Vec<String> {
+        message["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|block| block["text"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert!(
+        messages(first)
+            .iter()
+            .flat_map(&texts)
+            .any(|text| text.contains("<message_") && text.contains("Kettle X1")),
+        "{first}"
+    );
+    // The page came back as the call's `tool_result`, enveloped as untrusted content.
+    let fetched = messages(&received[1].1).last().expect("a message");
+    assert_eq!(fetched["role"], "user");
+    let block = &fetched["content"][0];
+    assert_eq!(block["type"], "tool_result");
+    assert_eq!(block["tool_use_id"], "toolu_fetch");
+    let page = block["content"].as_str().expect("the page");
+    assert!(page.contains("<untrusted_content_") && page.contains("Kettle X1: 49 EUR"));
+    // The email was held (its `tool_result` says so), then declined before the next turn.
+    let third = messages(&received[2].1);
+    let held = third
+        .iter()
+        .flat_map(|message| message["content"].as_array().into_iter().flatten())
+        .find(|block| block["tool_use_id"] == "toolu_send")
+        .expect("the held call's answer");
+    let held = held["content"].as_str().expect("text");
+    assert!(held.contains("held for review"), "{held}");
+    let settled = texts(third.last().expect("a message")).concat();
+    assert!(
+        settled.contains("rejected by review") && settled.contains("did not run"),
+        "{settled}"
+    );
+
+    // The gate held the email under the checksum of exactly the input the model sent.
+    let send = ToolCall::from_model("demo__send_email", &send_email_args().to_string())
+        .expect("a call")
+        .checksum()
+        .to_hex();
+    let events = audit_events(dir.path());
+    let held: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["event"] == "call_sent_to_review")
+        .map(|event| &event["checksum"])
+        .collect();
+    assert_eq!(held, [&json!(send)]);
+    let executed: Vec<&str> = events
+        .iter()
+        .filter(|event| event["event"] == "call_executed")
+        .filter_map(|event| event["tool"].as_str())
+        .collect();
+    assert_eq!(executed, ["demo__fetch_page"]);
 }
