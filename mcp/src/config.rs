@@ -105,32 +105,35 @@ fn default_kept_result_bytes() -> usize {
     DEFAULT_KEPT_RESULT_BYTES
 }
 
+/// The default of [`ProxyConfig::upstream_timeout_ms`].
+pub const DEFAULT_UPSTREAM_TIMEOUT_MS: u64 = 10_000;
+/// The default of [`ProxyConfig::max_listed_tools`].
+pub const DEFAULT_LISTED_TOOLS: usize = 1024;
+/// The default of [`ProxyConfig::max_listing_pages`].
+pub const DEFAULT_LISTING_PAGES: usize = 64;
+/// The default of [`ProxyConfig::max_listing_bytes`].
+pub const DEFAULT_LISTING_BYTES: usize = 4 << 20;
+
 fn default_upstream_timeout_ms() -> u64 {
-    crate::connect::ListingLimits::default().timeout.as_millis() as u64
+    DEFAULT_UPSTREAM_TIMEOUT_MS
 }
 
 fn default_listed_tools() -> usize {
-    crate::connect::ListingLimits::default().max_tools
+    DEFAULT_LISTED_TOOLS
 }
 
 fn default_listing_pages() -> usize {
-    crate::connect::ListingLimits::default().max_pages
+    DEFAULT_LISTING_PAGES
 }
 
 fn default_listing_bytes() -> usize {
-    crate::connect::ListingLimits::default().max_bytes
+    DEFAULT_LISTING_BYTES
 }
 
-impl ProxyConfig {
-    /// The bounds every upstream's start and listing keep to.
-    pub fn listing_limits(&self) -> crate::connect::ListingLimits {
-        crate::connect::ListingLimits {
-            timeout: std::time::Duration::from_millis(self.upstream_timeout_ms),
-            max_pages: self.max_listing_pages,
-            max_tools: self.max_listed_tools,
-            max_bytes: self.max_listing_bytes,
-        }
-    }
+/// The directory paths in the configuration at `path` are relative to, never wherever
+/// the host started us.
+pub(crate) fn config_dir(path: &std::path::Path) -> &std::path::Path {
+    path.parent().unwrap_or(std::path::Path::new("."))
 }
 
 fn yes() -> bool {
@@ -199,7 +202,7 @@ pub struct Upstream {
     /// The sandbox its command runs in: by default the [`crate::sandbox`] defaults only;
     /// `{ read = [...], write = [...] }` grants more; `false` runs it unsandboxed.
     #[serde(default)]
-    pub sandbox: Option<Spanned<crate::sandbox::Sandbox>>,
+    pub sandbox: Option<Spanned<crate::grants::Sandbox>>,
 }
 
 /// One tool's argument policy: `deny` when one deny constraint meets any value inside its

@@ -71,10 +71,22 @@ pub struct ListingLimits {
 impl Default for ListingLimits {
     fn default() -> Self {
         ListingLimits {
-            timeout: Duration::from_secs(10),
-            max_pages: 64,
-            max_tools: 1024,
-            max_bytes: 4 << 20,
+            timeout: Duration::from_millis(crate::config::DEFAULT_UPSTREAM_TIMEOUT_MS),
+            max_pages: crate::config::DEFAULT_LISTING_PAGES,
+            max_tools: crate::config::DEFAULT_LISTED_TOOLS,
+            max_bytes: crate::config::DEFAULT_LISTING_BYTES,
+        }
+    }
+}
+
+impl ListingLimits {
+    /// The bounds `config` sets for every upstream's start and listing.
+    pub fn of(config: &crate::config::ProxyConfig) -> ListingLimits {
+        ListingLimits {
+            timeout: Duration::from_millis(config.upstream_timeout_ms),
+            max_pages: config.max_listing_pages,
+            max_tools: config.max_listed_tools,
+            max_bytes: config.max_listing_bytes,
         }
     }
 }

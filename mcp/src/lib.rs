@@ -22,6 +22,7 @@ pub mod config;
 mod connect;
 mod declaration;
 pub mod demo;
+mod grants;
 mod metadata;
 pub mod pin;
 pub mod proxy;

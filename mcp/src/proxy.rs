@@ -51,7 +51,7 @@ use tooltrust::gate::{Decision, GateContext, Rule, rule};
 use tooltrust::tool::Tool as _;
 use tooltrust::{Id, Policy, Registry, Session};
 
-use crate::config::{ConfigError, Endpoint, Mode, PinMode, ProxyConfig, Upstream};
+use crate::config::{ConfigError, Endpoint, Mode, PinMode, ProxyConfig, Upstream, config_dir};
 use crate::connect::{
     ConnectOptions, Connection, Listed, ListingLimits, PeerSlot, Remote, connect, remote_tool,
 };
@@ -505,12 +505,6 @@ fn read_config(path: &Path) -> Result<ProxyConfig, ProxyError> {
     })
 }
 
-/// The directory paths in the configuration are relative to, never wherever the host
-/// started us.
-pub(crate) fn config_dir(path: &Path) -> &Path {
-    path.parent().unwrap_or(Path::new("."))
-}
-
 /// The command that starts a stdio upstream: a cleared environment, then
 /// [`INHERITED_ENV`], then its configured `env`.
 fn command_of(program: &str, args: &[String], upstream: &Upstream) -> Command {
@@ -643,7 +637,7 @@ impl Proxy {
         }
         // Every upstream starts at once, each within the listing's time limit: the host
         // waits for the slowest one at most that long.
-        let listing = config.listing_limits();
+        let listing = ListingLimits::of(&config);
         let attempts: Vec<Attempt> = config
             .upstream
             .iter()
@@ -1110,7 +1104,7 @@ async fn definitions(path: &Path) -> Result<Vec<(String, Vec<Definition>)>, Prox
         let name = upstream.name.get_ref().clone();
         let options = ConnectOptions {
             prefix: format!("{name}__"),
-            listing: config.listing_limits(),
+            listing: ListingLimits::of(&config),
             ..ConnectOptions::default()
         };
         match reach(upstream, options, &jail).await {
