@@ -137,8 +137,9 @@ async fn proxy(config: &Path, person: Person) -> RunningService<RoleClient, Pers
     person.serve(transport).await.expect("the handshake")
 }
 
-async fn call(
-    client: &RunningService<RoleClient, Person>,
+/// One `tools/call`, its answer whatever it is; shared by the proxy's test files.
+pub(crate) async fn call<H: ClientHandler>(
+    client: &RunningService<RoleClient, H>,
     name: &str,
     args: Value,
 ) -> CallToolResult {
@@ -151,7 +152,7 @@ async fn call(
         .expect("a tools/call answer")
 }
 
-fn text(result: &CallToolResult) -> String {
+pub(crate) fn text(result: &CallToolResult) -> String {
     result
         .content
         .iter()
@@ -175,7 +176,7 @@ async fn send_after_the_page(
     call(client, "web__send_email", json!({"to": to, "body": body})).await
 }
 
-fn sent(outbox: &Path) -> usize {
+pub(crate) fn sent(outbox: &Path) -> usize {
     std::fs::read_to_string(outbox)
         .map(|text| text.lines().count())
         .unwrap_or(0)

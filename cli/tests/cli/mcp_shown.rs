@@ -7,14 +7,16 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, ElicitationCapability,
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability,
 };
 use rmcp::service::{RequestContext, RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, ErrorData, ServiceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::process::Command;
+
+use crate::mcp_proxy::{call, sent, text};
 
 const TOOLTRUST: &str = env!("CARGO_BIN_EXE_tooltrust");
 
@@ -79,35 +81,6 @@ async fn proxy(config: &Path, person: Person, stderr: Stdio) -> RunningService<R
         .spawn()
         .expect("the proxy starts");
     person.serve(transport).await.expect("the handshake")
-}
-
-async fn call(
-    client: &RunningService<RoleClient, Person>,
-    name: &str,
-    args: Value,
-) -> CallToolResult {
-    let Value::Object(args) = args else {
-        panic!("an object")
-    };
-    client
-        .call_tool(CallToolRequestParams::new(name.to_owned()).with_arguments(args))
-        .await
-        .expect("a tools/call answer")
-}
-
-fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|block| block.as_text().map(|text| text.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn sent(outbox: &Path) -> usize {
-    std::fs::read_to_string(outbox)
-        .map(|text| text.lines().count())
-        .unwrap_or(0)
 }
 
 /// The server's annotations read in words in the listed descriptions, each hint it gives.
